@@ -1,0 +1,323 @@
+"""The policy surface: Exchange, verdicts, Answer and the services a policy may use.
+
+A policy sees one chat-completion exchange. On the way in it may replace `ex.messages` or
+`ex.tools` (assign new lists; never mutate the client's dicts in place, so the proxy can tell
+an untouched request and forward its bytes unchanged). On the way out it judges the answer.
+
+This module is the whole contract between the proxy and the policies: `policies/` never
+imports `proxy/`; the proxy hands every policy a `Services` bundle instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Literal, Protocol, Sequence, runtime_checkable
+
+Message = dict[str, Any]
+Tool = dict[str, Any]
+Pressure = Literal["none", "compress", "aggressive"]
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class Reject:
+    """Refuse the request (or answer) with an OpenAI-shaped error."""
+
+    status: int
+    code: str
+    message: str
+    param: str | None = None
+    type: str = "invalid_request_error"
+
+
+@dataclass(frozen=True)
+class Respond:
+    """Answer the client from the proxy; the upstream is not called."""
+
+    content: str
+    reason: str = ""  # machine-readable cause, e.g. "loops.stop"
+
+
+@dataclass(frozen=True)
+class Block:
+    """Withhold an answer: the client gets `notice` with finish_reason "content_filter"."""
+
+    reason: str
+    notice: str
+
+
+Verdict = Reject | Respond | Block
+
+
+# ----------------------------------------------------------------------------- services
+
+
+class TokenCounter(Protocol):
+    def count_text(self, text: str, model: str) -> int: ...
+    def count_message(self, message: Message, model: str) -> int: ...
+    def count_messages(self, messages: Sequence[Message], model: str) -> int: ...
+    def count_tools(self, tools: Sequence[Tool] | None, model: str) -> int: ...
+
+
+class Embedder(Protocol):
+    """Text → unit-length vectors. Synchronous and CPU-bound: call it via asyncio.to_thread."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class Store(Protocol):
+    """Persistent vector collections (Chroma). Always pass your own embeddings."""
+
+    def collection(self, name: str, tenant: str | None = None) -> Any: ...
+
+
+class Metrics(Protocol):
+    def add(self, name: str, value: float = 1, **attributes: Any) -> None: ...
+    def record(self, name: str, value: float, **attributes: Any) -> None: ...
+    def gauge(self, name: str, value: float, **attributes: Any) -> None: ...
+
+
+# complete(model, messages, **kwargs) → the assistant's text. Raises on failure.
+Complete = Callable[..., Awaitable[str]]
+
+
+@dataclass
+class Services:
+    tokens: TokenCounter
+    metrics: Metrics
+    embedder: Embedder | None = None
+    store: Store | None = None
+    complete: Complete | None = None
+    context_window: Callable[[str], int] = lambda model: 128_000
+
+
+# ----------------------------------------------------------------------------- exchange
+
+
+@dataclass
+class ProxyTool:
+    """A tool the proxy adds to the request and answers itself (e.g. context_recall)."""
+
+    definition: Tool
+    handler: Callable[["Exchange", str], Awaitable[str]]  # (exchange, raw JSON arguments) → tool result
+
+    @property
+    def name(self) -> str:
+        return self.definition["function"]["name"]
+
+
+@dataclass
+class Action:
+    policy: str
+    name: str  # e.g. "summarize" → reported as "history.summarize"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.policy}.{self.name}"
+
+
+@dataclass
+class Exchange:
+    """One chat-completion request on its way through the proxy."""
+
+    request_id: str
+    model: str
+    messages: list[Message]
+    tools: list[Tool] | None
+    body: dict[str, Any]  # the client's whole body, as parsed; fields policies do not own pass through
+    stream: bool = False
+    tenant: str | None = None
+    session_id: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # the client's x-ctxwarden-* hints, lower-case
+    context_window: int = 128_000
+    pressure: Pressure = "none"  # set by the budget policy
+    target_tokens: int | None = None  # what compressing policies should bring the request down to
+    proxy_tools: dict[str, ProxyTool] = field(default_factory=dict)
+    actions: list[Action] = field(default_factory=list)
+    response_headers: dict[str, str] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)  # per-request notes policies leave each other
+    original_messages: list[Message] = field(default=None)  # type: ignore[assignment]
+    original_tools: list[Tool] | None = None
+
+    def __post_init__(self) -> None:
+        if self.original_messages is None:
+            self.original_messages = self.messages
+            self.original_tools = self.tools
+
+    @property
+    def changed(self) -> bool:
+        """True once a policy replaced the messages or tools (the body must be re-encoded)."""
+        return self.messages is not self.original_messages or self.tools is not self.original_tools
+
+    def record(self, policy: str, name: str, **detail: Any) -> Action:
+        action = Action(policy, name, detail)
+        self.actions.append(action)
+        return action
+
+    def action_labels(self) -> list[str]:
+        seen: list[str] = []
+        for a in self.actions:
+            if a.label not in seen:
+                seen.append(a.label)
+        return seen
+
+    def outgoing_body(self) -> dict[str, Any]:
+        """The body to forward: the client's fields, with the policies' messages and tools."""
+        body = dict(self.body)
+        body["messages"] = self.messages
+        tools = list(self.tools or [])
+        known = {t.get("function", {}).get("name") for t in tools}
+        tools += [pt.definition for name, pt in self.proxy_tools.items() if name not in known]
+        if tools:
+            body["tools"] = tools
+        else:
+            body.pop("tools", None)
+            if self.body.get("tools"):  # every tool was removed: a tool_choice would be invalid
+                body.pop("tool_choice", None)
+                body.pop("parallel_tool_calls", None)
+        return body
+
+
+@dataclass
+class Answer:
+    """An assistant answer (or, while streaming, the next validated-to-be sentences of one)."""
+
+    text: str
+    message: Message | None = None  # the full assistant message when not streaming
+    finish_reason: str | None = None
+    partial: bool = False  # True: `text` is the next piece of a streamed answer
+    prior_text: str = ""  # while streaming: everything already released to the client
+
+
+# ----------------------------------------------------------------------------- policy
+
+
+@runtime_checkable
+class Policy(Protocol):
+    name: str
+
+    async def on_request(self, ex: Exchange) -> Verdict | None: ...
+
+    async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None: ...
+
+
+class BasePolicy:
+    """Convenience base: no-op hooks, and `record` that names the policy.
+
+    Optional hooks the proxy also calls when defined:
+      - `validates_stream: bool` — True makes the proxy hold streamed text sentence by sentence and
+        call `on_response` with `Answer(partial=True)` for each piece before releasing it.
+      - `async on_complete(ex, outcome)` — after the client got its answer; `outcome` is
+        "ok", "rejected", "blocked" or "responded".
+      - `async aclose()` — at shutdown.
+    """
+
+    name: str = "base"
+    validates_stream: bool = False
+
+    def __init__(self, config: Any, services: Services) -> None:
+        self.config = config
+        self.services = services
+
+    async def on_request(self, ex: Exchange) -> Verdict | None:
+        return None
+
+    async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
+        return None
+
+    def record(self, ex: Exchange, name: str, **detail: Any) -> Action:
+        """Report what the policy did: an action for the header and span, and a metric."""
+        self.services.metrics.add("ctxwarden.policy.actions", 1, policy=self.name, action=name)
+        return ex.record(self.name, name, **detail)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def content_text(message: Message) -> str:
+    """The text of a message: string content, or the text parts of list-form content.
+
+    Non-text parts (images, audio, files) are represented by a short marker so that nothing is
+    silently lost from summaries and checks.
+    """
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text":
+            parts.append(str(part.get("text", "")))
+        elif kind in ("image_url", "input_image"):
+            parts.append("[image]")
+        elif kind in ("input_audio", "audio"):
+            parts.append("[audio]")
+        elif kind == "file":
+            parts.append("[file]")
+        elif kind == "refusal":
+            parts.append(str(part.get("refusal", "")))
+        else:
+            parts.append(f"[{kind}]")
+    return "\n".join(parts)
+
+
+def stable_hash(value: Any) -> str:
+    """A short, stable hash of any JSON-serialisable value (cache keys, ids)."""
+    raw = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def tool_call_ids(message: Message) -> list[str]:
+    return [c.get("id", "") for c in message.get("tool_calls") or []]
+
+
+def group_exchanges(messages: Sequence[Message]) -> list[list[int]]:
+    """Split message indices into units that must be kept or dropped whole.
+
+    An assistant message with tool_calls and the tool messages answering it form one unit;
+    every other message is a unit of its own. Trimming and summarizing by units keeps every
+    tool-call pair intact (DESIGN.md invariant 1).
+    """
+    units: list[list[int]] = []
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        unit = [i]
+        if msg.get("role") == "assistant" and msg.get("tool_calls"):
+            ids = set(tool_call_ids(msg))
+            j = i + 1
+            while j < len(messages) and messages[j].get("role") == "tool" and messages[j].get("tool_call_id") in ids:
+                unit.append(j)
+                j += 1
+            i = j
+        else:
+            i += 1
+        units.append(unit)
+    return units
+
+
+def system_prefix_length(messages: Sequence[Message]) -> int:
+    """How many leading messages are the system prompt (system/developer) — never summarized."""
+    n = 0
+    while n < len(messages) and messages[n].get("role") in ("system", "developer"):
+        n += 1
+    return n
+
+
+def last_user_index(messages: Sequence[Message]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return i
+    return -1

@@ -1,0 +1,1 @@
+"""ctxwarden's server: HTTP in, policies, upstream out."""

@@ -1,0 +1,320 @@
+"""POST /v1/chat/completions: parse, run the policies, forward, validate, answer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from policies.base import Answer, Block, Exchange, Reject, Respond, content_text
+
+from . import sse
+from .errors import ProxyError, error_body
+from .models import ModelInfo, uses_litellm
+from .pipeline import Pipeline
+from .streaming import StreamRelay
+from .telemetry import Telemetry
+from .upstream import DROP_RESPONSE, Upstream
+from .validation import body_too_large, check_chat_body, parse_json_body
+
+log = logging.getLogger("ctxwarden.chat")
+
+RELAYED_UPSTREAM_HEADERS = ("x-request-id", "openai-processing-ms", "openai-version", "retry-after", "retry-after-ms")
+
+
+async def read_body(request: Request, limit_mb: float) -> bytes:
+    limit = int(limit_mb * 1024 * 1024)
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise body_too_large(limit_mb)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise body_too_large(limit_mb)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def session_of(body: dict[str, Any], headers: Any) -> str:
+    """x-ctxwarden-session, else the OpenAI `user` field, else a hash of the opening messages."""
+    explicit = headers.get("x-ctxwarden-session")
+    if explicit:
+        return explicit
+    if isinstance(body.get("user"), str) and body["user"]:
+        return f"user:{body['user']}"
+    opening = [m for m in body["messages"][:4] if m.get("role") in ("system", "developer", "user")][:2]
+    digest = hashlib.sha256(json.dumps([content_text(m) for m in opening], ensure_ascii=False).encode()).hexdigest()[:20]
+    return f"conv:{digest}"
+
+
+def completion_object(ex: Exchange, content: str, finish_reason: str = "stop") -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{ex.request_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": ex.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": None},
+            "logprobs": None,
+            "finish_reason": finish_reason,
+        }],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def completion_chunks(ex: Exchange, content: str, finish_reason: str = "stop") -> list[bytes]:
+    base = {"id": f"chatcmpl-{ex.request_id}", "object": "chat.completion.chunk", "created": int(time.time()), "model": ex.model}
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish_reason}]},
+    ]
+    if (ex.body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+    return [sse.encode(c) for c in chunks] + [sse.DONE]
+
+
+class ChatHandler:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        upstream: Upstream,
+        telemetry: Telemetry,
+        models: ModelInfo,
+        max_body_mb: float,
+        max_proxy_tool_rounds: int = 3,
+    ) -> None:
+        self.pipeline = pipeline
+        self.upstream = upstream
+        self.telemetry = telemetry
+        self.metrics = telemetry.metrics
+        self.models = models
+        self.max_body_mb = max_body_mb
+        self.max_rounds = max_proxy_tool_rounds
+
+    # ------------------------------------------------------------------ entry
+
+    async def handle(self, request: Request) -> Response:
+        request_id = uuid.uuid4().hex[:24]
+        started = time.perf_counter()
+        ex: Exchange | None = None
+        with self.telemetry.tracer.start_as_current_span("chat") as span:
+            span.set_attribute("gen_ai.operation.name", "chat")
+            span.set_attribute("ctxwarden.request_id", request_id)
+            try:
+                raw = await read_body(request, self.max_body_mb)
+                body = parse_json_body(raw)
+                check_chat_body(body)
+                ex = self._exchange(request_id, body, request.headers)
+                span.update_name(f"chat {ex.model}")
+                span.set_attribute("gen_ai.request.model", ex.model)
+                span.set_attribute("ctxwarden.session", ex.session_id)
+                response = await self._handle(ex, raw, request.headers, span)
+            except ProxyError as exc:
+                response = exc.response()
+                if ex is not None:
+                    await self.pipeline.complete(ex, "rejected")
+            span.set_attribute("http.response.status_code", response.status_code)
+            if ex is not None:
+                span.set_attribute("ctxwarden.actions", ",".join(ex.action_labels()))
+            self._finish_headers(response, request_id, ex)
+            self.metrics.add(
+                "ctxwarden.requests", 1,
+                model=ex.model if ex else None, status=response.status_code, stream=bool(ex and ex.stream),
+            )
+            self.metrics.record("ctxwarden.request.duration_ms", (time.perf_counter() - started) * 1000,
+                                model=ex.model if ex else None)
+            return response
+
+    def _exchange(self, request_id: str, body: dict[str, Any], headers: Any) -> Exchange:
+        model = body["model"]
+        hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
+        ex = Exchange(
+            request_id=request_id,
+            model=model,
+            messages=body["messages"],
+            tools=body.get("tools"),
+            body=body,
+            stream=bool(body.get("stream")),
+            tenant=hints.get("x-ctxwarden-tenant"),
+            session_id=session_of(body, headers),
+            headers=hints,
+            context_window=self.models.context_window(model),
+        )
+        ex.state["upstream_headers"] = self.upstream.request_headers(headers)
+        return ex
+
+    def _finish_headers(self, response: Response, request_id: str, ex: Exchange | None) -> None:
+        response.headers["x-ctxwarden-request-id"] = request_id
+        response.headers["x-ctxwarden-actions"] = ",".join(ex.action_labels()) if ex else ""
+        if ex:
+            for key, value in ex.response_headers.items():
+                response.headers[key] = value
+
+    # ------------------------------------------------------------------ the exchange
+
+    async def _handle(self, ex: Exchange, raw: bytes, client_headers: Any, span: Any) -> Response:
+        verdict = await self.pipeline.run_request(ex)
+        if isinstance(verdict, Reject):
+            await self.pipeline.complete(ex, "rejected")
+            return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
+        if isinstance(verdict, Respond):
+            await self.pipeline.complete(ex, "responded")
+            if ex.stream:
+                return StreamingResponse(iter(completion_chunks(ex, verdict.content)), media_type="text/event-stream")
+            return JSONResponse(completion_object(ex, verdict.content))
+        budget = ex.state.get("budget") or {}
+        if budget:
+            self.metrics.record("ctxwarden.tokens.before", budget.get("tokens_before", 0), model=ex.model)
+            self.metrics.record("ctxwarden.tokens.after", budget.get("tokens_after", budget.get("tokens_before", 0)), model=ex.model)
+            span.set_attribute("ctxwarden.tokens.before", budget.get("tokens_before", 0))
+            span.set_attribute("ctxwarden.tokens.after", budget.get("tokens_after", budget.get("tokens_before", 0)))
+        payload = raw if not ex.changed and not ex.proxy_tools else _encode(ex.outgoing_body())
+        headers = ex.state["upstream_headers"]
+        if uses_litellm(ex.model):
+            from .providers import litellm_response
+
+            response = await litellm_response(ex.outgoing_body(), ex.stream)
+        else:
+            with self.telemetry.tracer.start_as_current_span("upstream chat") as up:
+                up.set_attribute("server.address", self.upstream.base_url)
+                result = await self.upstream.send("POST", "chat/completions", payload, headers, stream=ex.stream)
+                up.set_attribute("http.response.status_code", result.response.status_code)
+                up.set_attribute("ctxwarden.attempts", result.attempts)
+            response = result.response
+        if response.status_code >= 400:
+            await self.pipeline.complete(ex, "rejected")
+            return await relay_error(response)
+        if ex.stream:
+            return self._stream(ex, response)
+        return await self._complete(ex, response, span)
+
+    async def _next_round(self, ex: Exchange, extra: list[dict[str, Any]], stream: bool) -> httpx.Response:
+        ex.messages = [*ex.messages, *extra]
+        body = ex.outgoing_body()
+        result = await self.upstream.send("POST", "chat/completions", _encode(body), ex.state["upstream_headers"], stream=stream)
+        if result.response.status_code >= 400:
+            err = await relay_error(result.response)
+            detail = json.loads(bytes(err.body)).get("error", {})
+            raise ProxyError(err.status_code, detail.get("code") or "upstream_error", detail.get("message") or "upstream error")
+        return result.response
+
+    async def _answer_proxy_tools(self, ex: Exchange, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        answers = []
+        for call in calls:
+            tool = ex.proxy_tools[call["function"]["name"]]
+            try:
+                result = await tool.handler(ex, call["function"].get("arguments") or "{}")
+            except Exception as exc:  # a broken handler answers with an error text, never a crash
+                log.exception("proxy tool %s failed", tool.name)
+                result = f"error: {tool.name} failed ({type(exc).__name__})"
+            answers.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        return answers
+
+    async def _complete(self, ex: Exchange, response: httpx.Response, span: Any) -> Response:
+        if not self.pipeline.response_policies and not ex.proxy_tools:
+            await self.pipeline.complete(ex, "ok")
+            return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
+        data = response.json()
+        usage_total: dict[str, int] = {}
+        rounds = 0
+        while True:
+            _add_usage(usage_total, data.get("usage"))
+            message = (data.get("choices") or [{}])[0].get("message") or {}
+            calls = message.get("tool_calls") or []
+            proxy_calls = [c for c in calls if c.get("function", {}).get("name") in ex.proxy_tools]
+            if not proxy_calls or len(proxy_calls) != len(calls) or rounds >= self.max_rounds:
+                break
+            rounds += 1
+            answers = await self._answer_proxy_tools(ex, proxy_calls)
+            next_response = await self._next_round(ex, [_assistant_echo(message), *answers], stream=False)
+            data = next_response.json()
+        if proxy_calls:  # calls the proxy cannot answer in this round stay out of the client's answer
+            message["tool_calls"] = [c for c in calls if c not in proxy_calls] or None
+            if not message["tool_calls"]:
+                message.pop("tool_calls")
+            ex.record("archive", "recall_dropped", calls=len(proxy_calls))
+        if rounds and usage_total:
+            data["usage"] = {**(data.get("usage") or {}), **usage_total}
+        outcome = "ok"
+        for choice in data.get("choices") or []:
+            msg = choice.get("message") or {}
+            text = content_text(msg)
+            if not text:
+                continue
+            verdict = await self.pipeline.run_response(ex, Answer(text=text, message=msg, finish_reason=choice.get("finish_reason")))
+            if isinstance(verdict, Reject):
+                await self.pipeline.complete(ex, "blocked")
+                return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
+            if isinstance(verdict, Block):
+                outcome = "blocked"
+                choice["message"] = {"role": "assistant", "content": verdict.notice, "refusal": None}
+                choice["finish_reason"] = "content_filter"
+        usage = data.get("usage") or {}
+        span.set_attribute("gen_ai.usage.input_tokens", usage.get("prompt_tokens", 0))
+        span.set_attribute("gen_ai.usage.output_tokens", usage.get("completion_tokens", 0))
+        await self.pipeline.complete(ex, outcome)
+        return JSONResponse(data, status_code=response.status_code, headers=relay_headers(response))
+
+    def _stream(self, ex: Exchange, response: httpx.Response) -> Response:
+        async def finished(outcome: str) -> None:
+            await self.pipeline.complete(ex, outcome)
+
+        validate = self.pipeline.run_response if self.pipeline.stream_validators else None
+        relay = StreamRelay(
+            ex,
+            validate=validate,
+            answer_tools=lambda calls: self._answer_proxy_tools(ex, calls),
+            next_round=lambda extra: self._next_round(ex, extra, stream=True),
+            max_rounds=self.max_rounds,
+            on_finish=finished,
+        )
+        body = relay.relay(response) if (validate or ex.proxy_tools) else relay.passthrough(response)
+        headers = relay_headers(response)
+        headers["cache-control"] = "no-cache"
+        return StreamingResponse(body, status_code=response.status_code, headers=headers, media_type="text/event-stream")
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _assistant_echo(message: dict[str, Any]) -> dict[str, Any]:
+    keep = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
+    keep.setdefault("content", None)
+    return keep
+
+
+def _add_usage(total: dict[str, int], usage: Any) -> None:
+    if isinstance(usage, dict):
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            if isinstance(usage.get(key), int):
+                total[key] = total.get(key, 0) + usage[key]
+
+
+def relay_headers(response: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in response.headers.items() if k.lower() not in DROP_RESPONSE and not k.lower().startswith("x-ctxwarden-")}
+
+
+async def relay_error(response: httpx.Response) -> Response:
+    """The upstream's error with its status; a body that is not OpenAI-shaped gets wrapped."""
+    content = await response.aread()
+    await response.aclose()
+    headers = {k: v for k, v in response.headers.items() if k.lower() in RELAYED_UPSTREAM_HEADERS or k.lower().startswith("x-ratelimit")}
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    if not (isinstance(data, dict) and isinstance(data.get("error"), dict)):
+        text = content.decode("utf-8", errors="replace").strip()[:500] or response.reason_phrase
+        data = error_body(f"The upstream answered {response.status_code}: {text}", "upstream_error", response.status_code)
+    return JSONResponse(data, status_code=response.status_code, headers=headers)

@@ -1,0 +1,86 @@
+"""The `ctxwarden` command: serve, check-config, demo, kb."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from .config import ConfigError, load_settings
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    overrides: dict = {"server": {}}
+    if args.host:
+        overrides["server"]["host"] = args.host
+    if args.port is not None:
+        overrides["server"]["port"] = args.port
+    settings = load_settings(args.config, overrides)
+    app = create_app(settings)
+    print(
+        f"ctxwarden listening on http://{settings.server.host}:{settings.server.port}/v1 "
+        f"→ {settings.upstream.base_url} (config: {settings.source})",
+        file=sys.stderr,
+    )
+    uvicorn.run(app, host=settings.server.host, port=settings.server.port, log_level=args.log_level,
+                access_log=args.log_level == "debug")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    settings = load_settings(args.file)
+    enabled = [name for name, cfg in settings.policy_configs().items() if getattr(cfg, "enabled", True)]
+    print(f"{args.file}: OK (upstream {settings.upstream.base_url}; policies: {', '.join(enabled) or 'none'})")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctxwarden", description="OpenAI-compatible proxy that does context engineering for agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the proxy")
+    serve.add_argument("--config", help="YAML file merged over the embedded default")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(func=_serve)
+
+    check = sub.add_parser("check-config", help="validate a config file without starting")
+    check.add_argument("file")
+    check.set_defaults(func=_check)
+
+    demo = sub.add_parser("demo", help="a scripted conversation through the proxy against a local fake upstream")
+    demo.set_defaults(func=_demo)
+
+    try:
+        from .kb_cli import add_kb_commands
+    except ImportError:  # the knowledge-base commands come with the poisoning policy
+        add_kb_commands = None
+    if add_kb_commands:
+        add_kb_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"ctxwarden: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

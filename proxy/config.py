@@ -1,0 +1,168 @@
+"""YAML configuration: load, merge over the embedded default, validate strictly.
+
+Unknown keys and wrong types are errors that name the key's path and the file. Each policy
+brings its own pydantic `Config` model (policies/<name>.py); this module checks the `policies:`
+section against them, so a third-party policy's keys are validated the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policies.budget import BudgetConfig
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with every bad key listed by path."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"invalid configuration in {source}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerConfig(Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=0, le=65535)
+    max_body_mb: float = Field(20, gt=0)
+
+
+class CircuitBreakerConfig(Strict):
+    failure_threshold: int = Field(5, ge=1)
+    cooldown_s: float = Field(30, gt=0)
+
+
+class UpstreamConfig(Strict):
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout_s: float = Field(120, gt=0)
+    connect_timeout_s: float = Field(10, gt=0)
+    retries: int = Field(2, ge=0)
+    backoff_s: float = Field(0.25, ge=0)
+    max_connections: int = Field(200, ge=1)
+    circuit_breaker: CircuitBreakerConfig = CircuitBreakerConfig()
+
+
+class ModelConfig(Strict):
+    context_window: int = Field(..., gt=0)
+
+
+class StorageConfig(Strict):
+    path: str = ".ctxwarden"
+    chroma_url: str | None = None
+
+
+class AdminConfig(Strict):
+    api_key_env: str = "CTXWARDEN_ADMIN_KEY"
+
+
+class TelemetryConfig(Strict):
+    service_name: str = "ctxwarden"
+    otlp_endpoint: str | None = None
+
+
+class EmbeddingsConfig(Strict):
+    provider: str = "wordllama"  # wordllama (offline default) | litellm (remote, e.g. text-embedding-3-small)
+    model: str | None = None
+
+
+class Settings(Strict):
+    server: ServerConfig = ServerConfig()
+    upstream: UpstreamConfig = UpstreamConfig()
+    models: dict[str, ModelConfig] = {}
+    budget: BudgetConfig = BudgetConfig()
+    storage: StorageConfig = StorageConfig()
+    admin: AdminConfig = AdminConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+    embeddings: EmbeddingsConfig = EmbeddingsConfig()
+    policies: dict[str, dict[str, Any]] = {}
+    source: str = Field("<default>", exclude=True)
+
+    def policy_configs(self) -> dict[str, BaseModel]:
+        """The validated config model of every configured policy, in config order."""
+        from .registry import policy_class
+
+        out: dict[str, BaseModel] = {}
+        for name, raw in self.policies.items():
+            out[name] = policy_class(name).Config.model_validate(raw or {})
+        return out
+
+
+def default_yaml_text() -> str:
+    return importlib.resources.files("config").joinpath("ctxwarden.yaml").read_text(encoding="utf-8")
+
+
+def _merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        merged = dict(base)
+        for key, value in over.items():
+            merged[key] = _merge(base.get(key), value) if key in base else value
+        return merged
+    return over
+
+
+def _describe(err: dict[str, Any], prefix: tuple[Any, ...] = ()) -> str:
+    loc = ".".join(str(p) for p in (*prefix, *err["loc"]))
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown key"
+    got = err.get("input")
+    shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+    return f"{loc}: {err['msg']}{shown}"
+
+
+def parse_settings(data: Any, source: str) -> Settings:
+    """Validate a merged config mapping; raise ConfigError naming every bad key."""
+    from .registry import UnknownPolicy, policy_class
+
+    if not isinstance(data, dict):
+        raise ConfigError(source, ["the top level must be a mapping of sections"])
+    problems: list[str] = []
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        problems += [_describe(e) for e in exc.errors()]
+        settings = None
+    raw_policies = data.get("policies") or {}
+    if isinstance(raw_policies, dict):
+        for name, raw in raw_policies.items():
+            try:
+                policy_class(name).Config.model_validate(raw or {})
+            except UnknownPolicy as exc:
+                problems.append(f"policies.{name}: {exc}")
+            except ValidationError as exc:
+                problems += [_describe(e, ("policies", name)) for e in exc.errors()]
+    if problems or settings is None:
+        raise ConfigError(source, problems)
+    settings.source = source
+    return settings
+
+
+def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """The embedded default, with the user's file (and then `overrides`) merged over it."""
+    data = yaml.safe_load(default_yaml_text()) or {}
+    source = "<embedded default config/ctxwarden.yaml>"
+    if path is not None:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(source, [f"cannot read the file: {exc.strerror}"]) from exc
+        try:
+            user = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(source, [f"not valid YAML: {exc}"]) from exc
+        if not isinstance(user, dict):
+            raise ConfigError(source, ["the top level must be a mapping of sections"])
+        data = _merge(data, user)
+    if overrides:
+        data = _merge(data, overrides)
+    return parse_settings(data, source)

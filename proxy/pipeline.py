@@ -1,0 +1,126 @@
+"""The policy pipeline: budget → request policies in config order → budget's final check,
+and the response policies on the way back. One span per policy; failures fail safe, loudly."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from opentelemetry.trace import Status, StatusCode
+
+from policies.base import Answer, BasePolicy, Block, Exchange, Reject, Respond, Services, Verdict
+from policies.budget import BudgetPolicy
+
+from .config import Settings
+from .registry import policy_class
+from .telemetry import Telemetry
+
+log = logging.getLogger("ctxwarden.pipeline")
+
+COMPRESSING_POLICIES = ("history", "archive")
+
+
+class Pipeline:
+    def __init__(self, settings: Settings, services: Services, telemetry: Telemetry) -> None:
+        self.services = services
+        self.telemetry = telemetry
+        self.policies: list[Any] = []
+        for name, cfg in settings.policy_configs().items():
+            if getattr(cfg, "enabled", True):
+                self.policies.append(policy_class(name)(cfg, services))
+        enabled = {p.name for p in self.policies}
+        self.budget = (
+            BudgetPolicy(settings.budget, services, [n for n in COMPRESSING_POLICIES if n in enabled])
+            if settings.budget.enabled
+            else None
+        )
+        self.stream_validators = [p for p in self.policies if getattr(p, "validates_stream", False)]
+        self.response_policies = [p for p in self.policies if _overrides(p, "on_response")]
+        self.completion_hooks = [p for p in self.policies if hasattr(p, "on_complete")]
+
+    def policy(self, name: str) -> Any | None:
+        return next((p for p in self.policies if p.name == name), None)
+
+    async def run_request(self, ex: Exchange) -> Verdict | None:
+        if self.budget:
+            verdict = await self._call(self.budget, "on_request", ex)
+            if verdict:
+                return verdict
+        for policy in self.policies:
+            verdict = await self._call(policy, "on_request", ex)
+            if verdict:
+                return verdict
+        if self.budget:
+            return await self._call(self.budget, "check_final", ex, span_name="budget.final")
+        return None
+
+    async def run_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
+        for policy in self.response_policies:
+            if answer.partial and policy not in self.stream_validators:
+                continue
+            verdict = await self._call(policy, "on_response", ex, answer)
+            if verdict:
+                return verdict
+        return None
+
+    async def complete(self, ex: Exchange, outcome: str) -> None:
+        """Tell the policies how the exchange ended ("ok", "rejected", "blocked", "responded", "cut")."""
+        for policy in self.completion_hooks:
+            try:
+                await policy.on_complete(ex, outcome)
+            except Exception:
+                log.exception("policy %s failed in on_complete", policy.name)
+
+    async def _call(self, policy: Any, hook: str, ex: Exchange, *args: Any, span_name: str | None = None) -> Verdict | None:
+        name = span_name or policy.name
+        before = len(ex.actions)
+        messages, tools = ex.messages, ex.tools
+        start = time.perf_counter()
+        with self.telemetry.tracer.start_as_current_span(f"ctxwarden.policy {name}") as span:
+            span.set_attribute("ctxwarden.policy", policy.name)
+            span.set_attribute("ctxwarden.hook", hook)
+            try:
+                verdict = await getattr(policy, hook)(ex, *args)
+            except Exception as exc:
+                # Fail safe and say so (invariant 5): undo the policy's partial edits, carry on.
+                ex.messages, ex.tools = messages, tools
+                log.exception("policy %s failed in %s; request continues unchanged by it", policy.name, hook)
+                ex.record(policy.name, "failed", error=type(exc).__name__)
+                self.services.metrics.add("ctxwarden.policy.failures", 1, policy=policy.name)
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, str(exc)))
+                verdict = None
+            for action in ex.actions[before:]:
+                span.add_event(action.label, {k: _attr(v) for k, v in action.detail.items()})
+            if verdict is not None:
+                span.set_attribute("ctxwarden.verdict", type(verdict).__name__)
+            self.services.metrics.record(
+                "ctxwarden.policy.duration_ms", (time.perf_counter() - start) * 1000, policy=policy.name, hook=hook
+            )
+        if verdict is not None and not isinstance(verdict, (Reject, Respond, Block)):
+            log.error("policy %s returned %r, which is not a verdict; ignored", policy.name, verdict)
+            return None
+        return verdict
+
+    async def aclose(self) -> None:
+        for policy in self.policies:
+            close = getattr(policy, "aclose", None)
+            if close:
+                try:
+                    await close()
+                except Exception:
+                    log.exception("policy %s failed to close", policy.name)
+
+
+def _overrides(policy: Any, hook: str) -> bool:
+    method = getattr(type(policy), hook, None)
+    return method is not None and method is not getattr(BasePolicy, hook)
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, bool, int, float)) for v in value):
+        return list(value)
+    return str(value)

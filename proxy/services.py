@@ -1,0 +1,71 @@
+"""Build the services policies use: token counter, metrics, embedder, store, and `complete()`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from policies.base import Exchange, Services
+from policies.tokens import TiktokenCounter
+
+from .config import Settings
+from .embeddings import build_embedder
+from .errors import ProxyError
+from .models import ModelInfo
+from .storage import ChromaStore
+from .telemetry import Telemetry
+from .upstream import Upstream
+
+log = logging.getLogger("ctxwarden.services")
+
+
+class LazyEmbedder:
+    """Loads the embedding model on first use, so start-up stays fast when no policy embeds."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._config = settings.embeddings
+        self._impl: Any = None
+
+    def _get(self) -> Any:
+        if self._impl is None:
+            self._impl = build_embedder(self._config)
+        return self._impl
+
+    @property
+    def name(self) -> str:
+        return self._get().name
+
+    @property
+    def dim(self) -> int:
+        return self._get().dim
+
+    def embed(self, texts):
+        return self._get().embed(texts)
+
+
+def make_complete(upstream: Upstream):
+    async def complete(model: str, messages: list[dict[str, Any]], exchange: Exchange | None = None, **kwargs: Any) -> str:
+        """One non-streamed completion through the upstream (summaries, judges). Raises on failure."""
+        headers = dict(exchange.state.get("upstream_headers", {})) if exchange else upstream.request_headers({})
+        headers["content-type"] = "application/json"
+        body = json.dumps({"model": model, "messages": messages, **kwargs}).encode()
+        result = await upstream.send("POST", "chat/completions", body, headers)
+        response = result.response
+        if response.status_code >= 400:
+            raise ProxyError(response.status_code, "upstream_error", f"completion for {model} failed with {response.status_code}")
+        data = response.json()
+        return (data.get("choices") or [{}])[0].get("message", {}).get("content") or ""
+
+    return complete
+
+
+def build_services(settings: Settings, telemetry: Telemetry, upstream: Upstream, models: ModelInfo) -> Services:
+    return Services(
+        tokens=TiktokenCounter(),
+        metrics=telemetry.metrics,
+        embedder=LazyEmbedder(settings),
+        store=ChromaStore(settings.storage),
+        complete=make_complete(upstream),
+        context_window=models.context_window,
+    )

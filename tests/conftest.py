@@ -1,0 +1,66 @@
+"""Shared fixtures: a local fake upstream and the real proxy, both under uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import pytest
+
+from proxy.app import create_app
+from proxy.config import load_settings
+from proxy.fake_upstream import FakeUpstream
+from proxy.local_server import LocalServer
+
+ALL_POLICIES = ("loops", "poisoning", "clash", "history", "archive", "tools")
+
+
+def policies_off(*except_: str) -> dict[str, Any]:
+    """Config overrides that switch every policy off except the named ones."""
+    return {name: {"enabled": name in except_} for name in ALL_POLICIES}
+
+
+@pytest.fixture
+def fake() -> FakeUpstream:
+    upstream = FakeUpstream()
+    server = LocalServer(upstream.app()).start()
+    upstream.url = server.url  # type: ignore[attr-defined]
+    yield upstream
+    server.stop()
+
+
+@pytest.fixture
+def start_proxy(fake: FakeUpstream, tmp_path) -> Callable[..., LocalServer]:
+    """start_proxy(overrides) → a running proxy in front of `fake`; stopped after the test."""
+    servers: list[LocalServer] = []
+
+    def start(overrides: dict[str, Any] | None = None, **kwargs: Any) -> LocalServer:
+        base = {
+            "upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None, "retries": 0, "backoff_s": 0.01},
+            "storage": {"path": str(tmp_path / "store")},
+        }
+        settings = load_settings(None, _merge(base, overrides or {}))
+        app = create_app(settings, **kwargs)
+        server = LocalServer(app).start()
+        server.app = app  # type: ignore[attr-defined]
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def openai_client(server: LocalServer, **kwargs: Any):
+    import openai
+
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=kwargs.pop("api_key", "sk-test"), max_retries=0, **kwargs)
+
+
+def _merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base.get(k), v) if k in base else v
+        return out
+    return over
