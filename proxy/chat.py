@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 import uuid
 from typing import Any
@@ -198,6 +199,10 @@ class ChatHandler:
             return self._stream(ex, response)
         return await self._complete(ex, response, span)
 
+    def _rounds(self, ex: Exchange) -> int:
+        """How many proxy-tool rounds one request may take (a policy may set it, e.g. archive)."""
+        return int(ex.state.get("proxy_tool_rounds", self.max_rounds))
+
     async def _next_round(self, ex: Exchange, extra: list[dict[str, Any]], stream: bool) -> httpx.Response:
         ex.messages = [*ex.messages, *extra]
         body = ex.outgoing_body()
@@ -223,6 +228,7 @@ class ChatHandler:
     async def _complete(self, ex: Exchange, response: httpx.Response, span: Any) -> Response:
         if not self.pipeline.response_policies and not ex.proxy_tools:
             await self.pipeline.complete(ex, "ok")
+            self._usage(ex, span, _usage_of(response.content))
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
         data = response.json()
         usage_total: dict[str, int] = {}
@@ -232,7 +238,7 @@ class ChatHandler:
             message = (data.get("choices") or [{}])[0].get("message") or {}
             calls = message.get("tool_calls") or []
             proxy_calls = [c for c in calls if c.get("function", {}).get("name") in ex.proxy_tools]
-            if not proxy_calls or len(proxy_calls) != len(calls) or rounds >= self.max_rounds:
+            if not proxy_calls or len(proxy_calls) != len(calls) or rounds >= self._rounds(ex):
                 break
             rounds += 1
             answers = await self._answer_proxy_tools(ex, proxy_calls)
@@ -259,14 +265,23 @@ class ChatHandler:
                 outcome = "blocked"
                 choice["message"] = {"role": "assistant", "content": verdict.notice, "refusal": None}
                 choice["finish_reason"] = "content_filter"
-        usage = data.get("usage") or {}
-        span.set_attribute("gen_ai.usage.input_tokens", usage.get("prompt_tokens", 0))
-        span.set_attribute("gen_ai.usage.output_tokens", usage.get("completion_tokens", 0))
+        self._usage(ex, span, data.get("usage"))
         await self.pipeline.complete(ex, outcome)
         return JSONResponse(data, status_code=response.status_code, headers=relay_headers(response))
 
+    def _usage(self, ex: Exchange, span: Any, usage: Any) -> None:
+        """GenAI semantic conventions: token usage on the request span and as a metric."""
+        if not isinstance(usage, dict):
+            return
+        for kind, key in (("input", "prompt_tokens"), ("output", "completion_tokens")):
+            if isinstance(usage.get(key), int):
+                if span.is_recording():
+                    span.set_attribute(f"gen_ai.usage.{kind}_tokens", usage[key])
+                self.metrics.record("gen_ai.client.token.usage", usage[key], **{"gen_ai.token.type": kind, "gen_ai.request.model": ex.model})
+
     def _stream(self, ex: Exchange, response: httpx.Response) -> Response:
         async def finished(outcome: str) -> None:
+            self._usage(ex, _NoSpan, relay.usage or _usage_of(relay.tail))
             await self.pipeline.complete(ex, outcome)
 
         validate = self.pipeline.run_response if self.pipeline.stream_validators else None
@@ -275,13 +290,35 @@ class ChatHandler:
             validate=validate,
             answer_tools=lambda calls: self._answer_proxy_tools(ex, calls),
             next_round=lambda extra: self._next_round(ex, extra, stream=True),
-            max_rounds=self.max_rounds,
+            max_rounds=self._rounds(ex),
             on_finish=finished,
         )
         body = relay.relay(response) if (validate or ex.proxy_tools) else relay.passthrough(response)
         headers = relay_headers(response)
         headers["cache-control"] = "no-cache"
         return StreamingResponse(body, status_code=response.status_code, headers=headers, media_type="text/event-stream")
+
+
+class _NoSpan:
+    """The request span has ended when a stream finishes: usage then goes to metrics only."""
+
+    @staticmethod
+    def is_recording() -> bool:
+        return False
+
+
+_USAGE = re.compile(rb'"usage"\s*:\s*\{[^{}]*\}')
+
+
+def _usage_of(content: bytes) -> dict[str, Any] | None:
+    """The usage object of a JSON answer or of the last SSE chunks, without parsing the rest."""
+    matches = _USAGE.findall(content[-4096:] if len(content) > 4096 else content)
+    if not matches:
+        return None
+    try:
+        return json.loads(b"{" + matches[-1] + b"}")["usage"]
+    except ValueError:
+        return None
 
 
 def _encode(body: dict[str, Any]) -> bytes:

@@ -71,19 +71,19 @@ class StreamRelay:
         self.usage: dict[str, int] = {}
         self.outcome = "ok"
         self.first_chunk_at: float | None = None
+        self.tail = b""  # the last bytes passed through (usage is read from them at the end)
 
     # ------------------------------------------------------------------ pass-through
 
     async def passthrough(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """Bytes as they arrive; an error event if the upstream stops before [DONE]."""
-        tail = b""
         try:
             async for chunk in response.aiter_bytes():
                 if self.first_chunk_at is None:
                     self.first_chunk_at = time.perf_counter()
-                tail = (tail + chunk)[-32:]
+                self.tail = (self.tail + chunk)[-2048:]
                 yield chunk
-            if b"[DONE]" not in tail:
+            if b"[DONE]" not in self.tail[-32:]:
                 self.outcome = "cut"
                 yield sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")
         except httpx.HTTPError as exc:
