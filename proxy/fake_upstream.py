@@ -176,3 +176,19 @@ class FakeUpstream:
     async def _reset(self, request: Request) -> Response:
         self.reset()
         return JSONResponse({"ok": True})
+
+
+def main() -> None:
+    """`python -m proxy.fake_upstream --port N`: serve the fake upstream on 127.0.0.1."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=8788)
+    args = parser.parse_args()
+    uvicorn.run(FakeUpstream().app(), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Benchmark plumbing: start the fake upstream and the proxy as separate processes."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from proxy.local_server import free_port  # noqa: E402
+
+
+def wait_ready(url: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+class Process:
+    def __init__(self, args: list[str], ready_url: str, env: dict | None = None) -> None:
+        self.proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})},
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_ready(ready_url)
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def start_fake() -> tuple[Process, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    return Process([sys.executable, "-m", "proxy.fake_upstream", "--port", str(port)], f"{url}/v1/models"), url
+
+
+def start_proxy(upstream_url: str, config: dict) -> tuple[Process, str]:
+    port = free_port()
+    store = tempfile.mkdtemp(prefix="ctxw-bench-")
+    merged = {"server": {"port": port}, "upstream": {"base_url": f"{upstream_url}/v1", "api_key_env": None},
+              "storage": {"path": store}, **config}
+    path = Path(store) / "bench.yaml"
+    path.write_text(yaml.safe_dump(merged))
+    proc = Process([sys.executable, "-m", "proxy.cli", "serve", "--config", str(path), "--log-level", "error"],
+                   f"http://127.0.0.1:{port}/healthz")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def summary(values: list[float]) -> str:
+    return f"median {statistics.median(values):.3f}  p95 {pct(values, 95):.3f}  p99 {pct(values, 99):.3f}"

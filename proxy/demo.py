@@ -1,0 +1,126 @@
+"""`ctxwarden demo`: a scripted agent conversation through the real proxy against a local fake
+upstream, printed as a table of what each policy did. No API key, no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from policies.tokens import TiktokenCounter
+
+from .app import create_app
+from .config import load_settings
+from .fake_upstream import FakeUpstream
+from .local_server import LocalServer
+
+SYSTEM = {"role": "system", "content": "You are a travel agent. Use the tools when they help; answer briefly."}
+
+TOOL_NAMES = [
+    ("search_flights", "Search flights between two cities on a date"), ("book_hotel", "Book a hotel room in a city"),
+    ("get_weather", "Weather forecast for a city"), ("convert_currency", "Convert an amount between currencies"),
+    ("translate_text", "Translate text between languages"), ("find_restaurants", "Find restaurants near a place"),
+    ("track_package", "Track a parcel by its tracking number"), ("stock_quote", "Latest stock price for a ticker"),
+    ("send_email", "Send an email to a recipient"), ("calendar_add", "Add an event to the calendar"),
+]
+
+
+def _tools(n: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        name, desc = TOOL_NAMES[i] if i < len(TOOL_NAMES) else (f"internal_tool_{i}", f"Internal utility number {i} for back-office data")
+        out.append({"type": "function", "function": {"name": name, "description": desc,
+                                                      "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}})
+    return out
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+
+def _scenes() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(title, request body, scripted upstream reply)."""
+    rng = random.Random(3)
+    words = "flight seat price departure gate terminal fare class baggage airline delay connection".split()
+    bulky = " ".join(f"{rng.choice(words)} {rng.randint(10, 999)}" for _ in range(700))
+    history = [SYSTEM]
+    for i in range(14):
+        history += [{"role": "user", "content": f"Step {i}: what about option {i} for the Paris trip on day {i + 1}?"},
+                    {"role": "assistant", "content": f"Option {i} costs {100 + 7 * i} euros and leaves at {8 + i % 10}:00."}]
+    history.append({"role": "user", "content": "Summarise the cheapest option."})
+    return [
+        ("plain question", {"messages": [SYSTEM, {"role": "user", "content": "What is the capital of France?"}]},
+         {"content": "Paris."}),
+        ("45 tools offered", {"messages": [SYSTEM, {"role": "user", "content": "Search flights from Madrid to Paris on May 3"}],
+                              "tools": _tools(45)}, {"content": "I found 3 flights."}),
+        ("bulky tool result", {"messages": [SYSTEM, {"role": "user", "content": "Find flights to Paris"},
+                                            _call("c1", "search_flights", {"to": "Paris"}),
+                                            {"role": "tool", "tool_call_id": "c1", "content": bulky},
+                                            {"role": "user", "content": "Which one is cheapest?"}]},
+         {"content": "The 9:40 flight is cheapest."}),
+        ("29-message history", {"messages": history}, {"content": "Option 0, at 100 euros."}),
+        ("changed preference", {"messages": [SYSTEM,
+                                             {"role": "user", "content": "I want budget hotels under $50 a night."},
+                                             {"role": "assistant", "content": "Noted: budget hotels under $50."},
+                                             {"role": "user", "content": "Actually, I want a luxury 5-star hotel."}]},
+         {"content": "Here are three 5-star hotels."}),
+        ("agent loop", {"messages": [SYSTEM, {"role": "user", "content": "Weather in Paris?"},
+                                     *[m for i in range(3) for m in (_call(f"w{i}", "get_weather", {"city": "Paris"}),
+                                                                     {"role": "tool", "tool_call_id": f"w{i}", "content": "error: timeout"})]]},
+         {"content": "Let me try again."}),
+        ("hallucinated answer", {"messages": [SYSTEM, {"role": "user", "content": "Where is the Eiffel Tower?"}]},
+         {"content": "The Eiffel Tower is located in London."}),
+    ]
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(c[:w].ljust(w) for c, w in zip(cells, widths))
+
+
+def run_demo() -> int:
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)  # the table is the output; policy logs would interleave
+    workdir = Path(tempfile.mkdtemp(prefix="ctxwarden-demo-"))
+    os.environ.setdefault("CTXWARDEN_ADMIN_KEY", "demo-admin-key")
+    fake = FakeUpstream()
+    counter = TiktokenCounter()
+    with LocalServer(fake.app()) as upstream:
+        settings = load_settings(None, {
+            "upstream": {"base_url": f"{upstream.url}/v1", "api_key_env": None},
+            "storage": {"path": str(workdir / "store")},
+            "models": {"demo-model": {"context_window": 8000}},
+            "policies": {"history": {"max_messages": 20, "keep_recent": 6}},
+        })
+        with LocalServer(create_app(settings)) as proxy:
+            admin = {"authorization": f"Bearer {os.environ['CTXWARDEN_ADMIN_KEY']}"}
+            httpx.post(f"{proxy.url}/admin/kb/documents", headers=admin, json={"documents": [
+                {"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]})
+            print(f"ctxwarden demo — proxy {proxy.url}/v1 in front of a local fake upstream {upstream.url}/v1\n")
+            widths = [20, 8, 8, 44, 40]
+            print(_row(["scene", "tokens", "sent up", "actions (x-ctxwarden-actions)", "answer the client got"], widths))
+            print(_row(["-" * w for w in widths], widths))
+            for title, body, reply in _scenes():
+                fake.reply(**reply)
+                before = len(fake.chat_requests)
+                request = {"model": "demo-model", **body}
+                r = httpx.post(f"{proxy.url}/v1/chat/completions", json=request, timeout=60)
+                sent_tokens = counter.count_messages(request["messages"], "gpt-4o") + counter.count_tools(request.get("tools"), "gpt-4o")
+                fake.script.clear()  # a scene the proxy answered itself leaves its reply unused
+                forwarded = fake.chat_requests[before:]
+                up = forwarded[0] if forwarded else None
+                up_tokens = (counter.count_messages(up["messages"], "gpt-4o") + counter.count_tools(up.get("tools"), "gpt-4o")) if up else 0
+                data = r.json()
+                answer = (data.get("choices") or [{}])[0].get("message", {}).get("content") if r.status_code == 200 else \
+                    f"{r.status_code} {data.get('error', {}).get('code')}"
+                print(_row([title, str(sent_tokens), str(up_tokens) if up else "—",
+                            r.headers.get("x-ctxwarden-actions") or "(none)", (answer or "").replace("\n", " ")], widths))
+            print("\n'sent up' is what the upstream received (— : the proxy answered itself).")
+            print(f"Metrics: {proxy.url}/metrics · config reference: config/ctxwarden.yaml")
+    return 0
