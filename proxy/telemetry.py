@@ -13,7 +13,7 @@ import re
 import threading
 from typing import Any
 
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     Gauge as GaugeData,
     Histogram as HistogramData,
@@ -90,7 +90,8 @@ class Telemetry:
             self.tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{base}/v1/traces")))
         for processor in span_processors or []:
             self.tracer_provider.add_span_processor(processor)
-        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        # No exemplars: they cost a reservoir offer per measurement on the request path.
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers, exemplar_filter=AlwaysOffExemplarFilter())
         self.tracer = self.tracer_provider.get_tracer("ctxwarden")
         self.metrics = Metrics(self.meter_provider)
 
