@@ -11,7 +11,10 @@
 2. Detection: the same kind of runs, then a loop of period 1..7 (identical or empty results)
    repeated `max_repeats` times; period 7 is beyond the default `max_period` (6).
 3. Latency of LoopsPolicy.on_request on 200-message conversations (fresh JSON-decoded messages
-   each call, as the server sees them), p50/p95/max over many calls.
+   each call, as the server sees them), p50/p95/max wall time over many calls. "warm": the
+   calls' canonical forms are cached (the usual case: a conversation grows by one round per
+   request); "cold": that cache is cleared before every call. Turns longer than 100 messages are
+   checked in a worker thread, so their wall time includes the thread hop.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policies.base import Exchange, Services  # noqa: E402
-from policies.cycle_detect import call_key, find_loop  # noqa: E402
+from policies.cycle_detect import call_key, find_loop, turn_start  # noqa: E402
 from policies.loops import LoopsConfig, LoopsPolicy  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
@@ -313,13 +316,14 @@ def latency(rng: random.Random, data: Any, n: int) -> None:
     ]
     for label, shape, cfg in cases:
         msgs = conversation_200(rng, data, **shape)
+        tail = len(msgs) - turn_start(msgs)
         for cold in (False, True):
             policy = LoopsPolicy(LoopsConfig(**cfg), Services(tokens=None, metrics=NullMetrics()))  # type: ignore[arg-type]
             samples = asyncio.run(time_policy(policy, msgs, n, cold))
             samples.sort()
             p95 = samples[int(0.95 * len(samples)) - 1]
             print(f"{label:52s} {'cold' if cold else 'warm'} cache: p50 {statistics.median(samples):.3f} ms  "
-                  f"p95 {p95:.3f} ms  max {samples[-1]:.3f} ms  ({len(msgs)} messages)")
+                  f"p95 {p95:.3f} ms  max {samples[-1]:.3f} ms  ({len(msgs)} messages, last turn {tail})")
 
 
 def main() -> None:

@@ -95,6 +95,7 @@ class Pipeline:
                 span.add_event(action.label, {k: _attr(v) for k, v in action.detail.items()})
             if verdict is not None:
                 span.set_attribute("ctxwarden.verdict", type(verdict).__name__)
+                ex.state["verdict_by"] = policy.name  # who refused or answered: read in on_complete
             self.services.metrics.record(
                 "ctxwarden.policy.duration_ms", (time.perf_counter() - start) * 1000, policy=policy.name, hook=hook
             )
