@@ -56,16 +56,26 @@ class BudgetConfig(BaseModel):
 
 def component_tokens(ex: Exchange, services: Services) -> dict[str, int]:
     """Tokens per component: system prompt, history, tools, and the current query."""
-    count = services.tokens.count_message
+    # The budget measures twice per request; most dicts are the same objects the second time.
+    memo: dict[int, tuple[Any, int]] = ex.state.setdefault("token_memo", {})
+
+    def count(obj: dict[str, Any], is_tool: bool = False) -> int:
+        hit = memo.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        n = services.tokens.count_tools([obj], ex.model) if is_tool else services.tokens.count_message(obj, ex.model)
+        memo[id(obj)] = (obj, n)
+        return n
+
     msgs = ex.messages
     n_sys = system_prefix_length(msgs)
     last_user = last_user_index(msgs)
     query_from = last_user if last_user >= n_sys else len(msgs)
     return {
-        "system": sum(count(m, ex.model) for m in msgs[:n_sys]),
-        "history": sum(count(m, ex.model) for m in msgs[n_sys:query_from]),
-        "query": sum(count(m, ex.model) for m in msgs[query_from:]),
-        "tools": services.tokens.count_tools(ex.tools, ex.model),
+        "system": sum(count(m) for m in msgs[:n_sys]),
+        "history": sum(count(m) for m in msgs[n_sys:query_from]),
+        "query": sum(count(m) for m in msgs[query_from:]),
+        "tools": sum(count(t, is_tool=True) for t in ex.tools or []),
     }
 
 
