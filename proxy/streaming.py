@@ -127,8 +127,9 @@ class StreamRelay:
                     self.ex.record("archive", "recall_dropped", calls=len(proxy_calls))
                 for out in self._flush_tool_calls(calls, proxy_calls):
                     yield out
+                only_dropped = bool(proxy_calls) and len(proxy_calls) == len(calls)
                 for out in finish_events:
-                    yield out
+                    yield _finish_as_stop(out) if only_dropped else out
                 yield sse.DONE
                 return
         except ProxyError as exc:
@@ -253,10 +254,11 @@ class StreamRelay:
         out = self._release(final=False)
         state = self.choices[idx]
         chunks: list[dict[str, Any]] = []
-        if state.validated > state.released:
-            chunks.append(self._chunk(idx, {"content": state.text[state.released : state.validated]}))
+        remainder = state.text[state.released : state.validated]
+        if remainder.strip():
+            chunks.append(self._chunk(idx, {"content": remainder.rstrip()}))
         notice = verdict.notice if isinstance(verdict, Block) else verdict.message
-        prefix = "\n\n" if state.validated else ""
+        prefix = "\n\n" if state.text[: state.validated].strip() else ""
         chunks.append(self._chunk(idx, {"content": prefix + notice}))
         chunks.append(self._chunk(idx, {}, finish_reason="content_filter"))
         self.held.clear()
@@ -282,10 +284,24 @@ class StreamRelay:
         if not proxy_calls:
             return out + [h.raw for h in held_tools]
         kept = [c for c in calls if c not in proxy_calls]
+        if not kept:
+            return out
         out.append(sse.encode(self._chunk(0, {"tool_calls": [
             {"index": i, "id": c["id"], "type": "function", "function": c["function"]} for i, c in enumerate(kept)
         ]})))
         return out
+
+
+def _finish_as_stop(raw: bytes) -> bytes:
+    """A finish chunk announcing tool calls that were all dropped (recall rounds used up) ends as "stop"."""
+    event = next(iter(sse.EventSplitter().feed(raw)), None)
+    obj = event.json() if event else None
+    if not isinstance(obj, dict) or not any(c.get("finish_reason") == "tool_calls" for c in obj.get("choices") or []):
+        return raw
+    for choice in obj["choices"]:
+        if choice.get("finish_reason") == "tool_calls":
+            choice["finish_reason"] = "stop"
+    return sse.encode(obj)
 
 
 def _assemble(tool_deltas: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,251 @@
+"""Poisoning bench: HaluEval dialogue detection / false positives, and validation latency.
+
+    .venv/bin/python bench/poisoning.py [--rows N] [--server-rows N] [--latency-answers N]
+
+1. Every row's knowledge of ../shared/data/halueval-dialogue-dev.jsonl goes into one knowledge
+   base (Chroma in a temp dir, wordllama vectors). Each row's right and hallucinated responses
+   are judged as answers by the policy's on_response (the row's dialogue as the conversation),
+   with the default config (block ≥ 0.8, quarantine 0.5-0.8): detection = hallucinated answers
+   blocked or quarantined, false positives = right answers blocked or quarantined. Then the
+   trade-off over thresholds (an answer is flagged when its surest contradiction ≥ t).
+   A subset goes through the real server (official SDK → proxy → fake upstream) as a cross-check.
+2. Latency: on_response for 200-word answers against a 10,000-passage KB (p50/p95).
+The LLM judge is not measured: it needs a model, and this bench runs offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from policies.assessment import assess_local  # noqa: E402
+from policies.base import Answer, Exchange, Services  # noqa: E402
+from policies.knowledge import Document  # noqa: E402
+from policies.poisoning import PoisoningConfig, PoisoningPolicy  # noqa: E402
+from proxy.config import StorageConfig  # noqa: E402
+from proxy.embeddings import WordLlamaEmbedder  # noqa: E402
+from proxy.storage import ChromaStore  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "halueval-dialogue-dev.jsonl"
+THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+class NoMetrics:
+    def add(self, *a, **k): ...
+    def record(self, *a, **k): ...
+    def gauge(self, *a, **k): ...
+
+
+class NoTokens:
+    def count_text(self, text, model): return len(text) // 4
+    def count_message(self, message, model): return 4
+    def count_messages(self, messages, model): return 4 * len(messages)
+    def count_tools(self, tools, model): return 0
+
+
+def unglue(knowledge: str) -> list[str]:
+    """HaluEval glues KG triples together ("…Sharp ObjectsSharp Objects has…"): split where the
+    next triple repeats the entity the previous one ended with."""
+    parts, start = [], 0
+    for m in re.finditer(r"(?<=[a-z0-9)\]'’.])(?=[A-Z0-9])", knowledge):
+        i = m.start()
+        for size in range(min(160, i, len(knowledge) - i), 2, -1):
+            if knowledge[i - size : i] == knowledge[i : i + size]:
+                parts.append(knowledge[start:i])
+                start = i
+                break
+    parts.append(knowledge[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def dialogue(history: str) -> list[dict]:
+    turns = re.split(r"\[(Human|Assistant)\]:", history)
+    messages = [{"role": "user" if who == "Human" else "assistant", "content": text.strip()}
+                for who, text in zip(turns[1::2], turns[2::2]) if text.strip()]
+    return messages or [{"role": "user", "content": "Hi"}]
+
+
+def make_policy(path: str, **config) -> PoisoningPolicy:
+    services = Services(tokens=NoTokens(), metrics=NoMetrics(), embedder=WordLlamaEmbedder(),
+                        store=ChromaStore(StorageConfig(path=path)))
+    return PoisoningPolicy(PoisoningConfig(**config), services)
+
+
+def exchange(n: int, messages: list[dict]) -> Exchange:
+    return Exchange(request_id=f"bench{n}", model="bench", messages=messages, tools=None, body={"messages": messages})
+
+
+# ----------------------------------------------------------------------------- HaluEval
+
+
+async def halueval(rows: list[dict], server_rows: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = make_policy(tmp)
+        kb = policy.kb()
+        started = time.perf_counter()
+        docs = [Document(f"row{n}", "\n".join(unglue(r["knowledge"])), {}) for n, r in enumerate(rows)]
+        passages = kb.add(docs)
+        print(f"knowledge base: {len(docs)} documents, {passages} passages, loaded in {time.perf_counter() - started:.1f} s")
+
+        outcome = {"right": [], "hallucinated": []}
+        worst = {"right": [], "hallucinated": []}
+        started = time.perf_counter()
+        for n, row in enumerate(rows):
+            for label, key in (("right", "right_response"), ("hallucinated", "hallucinated_response")):
+                ex = exchange(n, dialogue(row["dialogue_history"]))
+                verdict = await policy.on_response(ex, Answer(text=row[key]))
+                outcome[label].append(type(verdict).__name__ if verdict else "pass")
+                found = assess_local(row[key], kb, policy.checker).worst
+                worst[label].append(found.confidence if found else 0.0)
+        elapsed = time.perf_counter() - started
+        total = len(rows)
+        caught = sum(1 for o in outcome["hallucinated"] if o != "pass")
+        false = sum(1 for o in outcome["right"] if o != "pass")
+        print(f"\nlocal checker, default config (block >= 0.8, quarantine 0.5-0.8), {total} rows, "
+              f"{2 * total} answers in {elapsed:.1f} s:")
+        for label in ("hallucinated", "right"):
+            counts = {k: outcome[label].count(k) for k in ("Block", "pass")}
+            print(f"  {label:12s} blocked or quarantined {counts['Block']:4d}  passed {counts['pass']:4d}")
+        blocked_h = sum(1 for c in worst["hallucinated"] if c >= 0.8)
+        blocked_r = sum(1 for c in worst["right"] if c >= 0.8)
+        print(f"  detection rate      {caught / total:6.1%}  (blocked {blocked_h / total:.1%}, quarantined {(caught - blocked_h) / total:.1%})")
+        print(f"  false-positive rate {false / total:6.1%}  (blocked {blocked_r / total:.1%}, quarantined {(false - blocked_r) / total:.1%})")
+        print("\ntrade-off: flag an answer when its surest contradiction >= t")
+        print("     t   detection   false positives   precision")
+        for t in THRESHOLDS:
+            d = sum(1 for c in worst["hallucinated"] if c >= t)
+            f = sum(1 for c in worst["right"] if c >= t)
+            print(f"  {t:4.2f}     {d / total:6.1%}          {f / total:6.1%}       {d / max(1, d + f):6.1%}")
+        covered = sum(1 for r in rows if any(c.checkable for c in _claims(kb, r["hallucinated_response"])))
+        print(f"\nhallucinated answers with at least one checkable claim: {covered / total:.1%}")
+        print("LLM judge: not measured (needs a model; this bench runs offline).")
+        if server_rows:
+            await through_server(rows[:server_rows], docs, outcome)
+
+
+def _claims(kb, text):
+    from policies.claims import split_claims
+
+    return split_claims(text, kb.index.lexicon)
+
+
+async def through_server(rows: list[dict], docs: list[Document], expected: dict) -> None:
+    """The same answers through the real proxy (SDK → proxy → fake upstream): same verdicts?"""
+    import os
+
+    import httpx
+    import openai
+
+    from proxy.app import create_app
+    from proxy.config import load_settings
+    from proxy.fake_upstream import FakeUpstream
+    from proxy.local_server import LocalServer
+
+    os.environ["CTXWARDEN_ADMIN_KEY"] = "bench"
+    fake = FakeUpstream()
+    upstream = LocalServer(fake.app()).start()
+    with tempfile.TemporaryDirectory() as tmp:
+        policies = {n: {"enabled": n == "poisoning"} for n in ("loops", "poisoning", "clash", "history", "archive", "tools")}
+        settings = load_settings(None, {"upstream": {"base_url": f"{upstream.url}/v1", "api_key_env": None, "retries": 0},
+                                        "storage": {"path": tmp}, "policies": policies})
+        proxy = LocalServer(create_app(settings)).start()
+        r = httpx.post(f"{proxy.url}/admin/kb/documents", headers={"authorization": "Bearer bench"},
+                       json={"documents": [d.as_dict() for d in docs]}, timeout=120)
+        r.raise_for_status()
+        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-bench", max_retries=0)
+        agree, latencies = 0, []
+        for n, row in enumerate(rows):
+            for label, key in (("right", "right_response"), ("hallucinated", "hallucinated_response")):
+                fake.reply(content=row[key])
+                started = time.perf_counter()
+                answer = client.chat.completions.create(model="gpt-4o", messages=dialogue(row["dialogue_history"]))
+                latencies.append((time.perf_counter() - started) * 1000)
+                flagged = answer.choices[0].finish_reason == "content_filter"
+                agree += flagged == (expected[label][n] != "pass")
+        proxy.stop()
+    upstream.stop()
+    print(f"\nthrough the real server ({len(rows)} rows, {2 * len(rows)} answers): verdicts agree with on_response "
+          f"for {agree}/{2 * len(rows)}; request p50 {statistics.median(latencies):.1f} ms")
+
+
+# ----------------------------------------------------------------------------- latency
+
+FIRST = "Alice Bob Carla Dmitri Elena Farid Greta Hiro Ines Jonas Kofi Lena Mateo Nadia Omar Priya Quinn Rosa Sven Tara".split()
+LAST = "Almeida Brandt Chen Dubois Eriksen Fischer Garcia Haddad Ito Jensen Kowalski Lopez Moreau Novak Okafor Petrov".split()
+PLACES = "Lisbon Oslo Nairobi Lima Hanoi Quito Porto Tunis Dakar Riga Sofia Perth Osaka Bergen Cusco Vigo".split()
+WORKS = "Garden Mirror River Lantern Harbor Winter Orchard Signal Compass Meadow Falcon Ember".split()
+
+
+def synthetic_passages(count: int, rng: random.Random) -> list[str]:
+    """Fact-shaped sentences with many distinct subjects (the KB grows to `count` passages)."""
+    out = []
+    for n in range(count):
+        person = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        work = f"The {rng.choice(WORKS)} of {rng.choice(PLACES)} {n}"
+        template = n % 4
+        if template == 0:
+            out.append(f"{work} is written by {person}.")
+        elif template == 1:
+            out.append(f"{work} was released {1950 + n % 70}.")
+        elif template == 2:
+            out.append(f"{person} {n} was born in {rng.choice(PLACES)}.")
+        else:
+            out.append(f"{work} is located in {rng.choice(PLACES)}.")
+    return out
+
+
+async def latency(rows: list[dict], answers: int, kb_size: int = 10_000) -> None:
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = make_policy(tmp)
+        kb = policy.kb()
+        kb.add([Document(f"row{n}", "\n".join(unglue(r["knowledge"])), {}) for n, r in enumerate(rows)])
+        synthetic = synthetic_passages(kb_size - len(kb.index), rng)  # one sentence each: one passage each
+        kb.add([Document(f"synthetic{n}", text, {}) for n, text in enumerate(synthetic)])
+        print(f"\nlatency: {len(kb.index)} passages in the KB")
+        pool = [s for r in rows for s in (r["right_response"], r["hallucinated_response"])]
+        checks, hooks, flagged = [], [], 0
+        for n in range(answers):
+            words: list[str] = []
+            while len(words) < 200:
+                words += rng.choice(pool).split()
+            text = " ".join(words[:200])
+            started = time.perf_counter()
+            assess_local(text, kb, policy.checker)  # claims → KB lookups → verdicts
+            checks.append((time.perf_counter() - started) * 1000)
+            ex = exchange(n, [{"role": "user", "content": "Tell me more."}])
+            started = time.perf_counter()
+            verdict = await policy.on_response(ex, Answer(text=text))  # + thread hop, decision, quarantine write, RF-005 scores
+            hooks.append((time.perf_counter() - started) * 1000)
+            flagged += verdict is not None
+        print(f"200-word answers ({answers}, {flagged} blocked or quarantined), local checker:")
+        for label, timings in (("check (assess_local)", checks), ("on_response, end to end", hooks)):
+            timings.sort()
+            p95 = timings[int(0.95 * (len(timings) - 1))]
+            print(f"  {label:25s} p50 {statistics.median(timings):5.1f} ms   p95 {p95:5.1f} ms   max {timings[-1]:6.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--server-rows", type=int, default=100)
+    parser.add_argument("--latency-answers", type=int, default=200)
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()][: args.rows]
+    asyncio.run(halueval(rows, args.server_rows))
+    asyncio.run(latency(rows, args.latency_answers))
+
+
+if __name__ == "__main__":
+    main()
