@@ -1,0 +1,130 @@
+"""Unit tests of statement extraction and the local clash detector."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.base import stable_hash
+from policies.clash_detect import (
+    CONFLICTING_FACTS,
+    CONTRADICTORY_PREFERENCES,
+    DUPLICATE_FACTS,
+    OUTDATED_INFORMATION,
+    Located,
+    local_clashes,
+)
+from policies.statements import extract
+
+
+def clashes_in(*turns: str):
+    """Turns are user messages at indices 0, 2, 4, ... (assistant replies in between)."""
+    found = []
+    for i, text in enumerate(turns):
+        found += [Located(2 * i, -1, f"{stable_hash(text)}#{i}", st) for st in extract(text)]
+    return local_clashes(found)
+
+
+def contradictions(*turns: str):
+    return [c for c in clashes_in(*turns) if not c.duplicate]
+
+
+@pytest.mark.parametrize(
+    "older, newer, kind, old_value, new_value",
+    [
+        ("I prefer budget hotels under $50 a night.", "Actually I want a luxury 5-star hotel.", CONTRADICTORY_PREFERENCES, "budget", "luxury"),
+        ("Nothing fancy, a cheap hostel is fine.", "Let's splurge on a five-star resort.", CONTRADICTORY_PREFERENCES, "budget", "luxury"),
+        ("Please reply in Spanish.", "From now on answer in English.", CONTRADICTORY_PREFERENCES, "spanish", "english"),
+        ("I love oysters.", "I really can't stand oysters.", CONTRADICTORY_PREFERENCES, "like", "like"),
+        ("I'm vegetarian.", "I eat meat now.", CONTRADICTORY_PREFERENCES, "vegetarian", "omnivore"),
+        ("I'm in New York.", "I'm in London.", CONFLICTING_FACTS, "new york", "london"),
+        ("We live in Leeds.", "We've just moved to York.", CONFLICTING_FACTS, "leeds", "york"),
+        ("My name is Ana.", "Sorry, my name's actually Marta.", CONFLICTING_FACTS, "ana", "marta"),
+        ("I'm flying out on March 3.", "Change my departure to the 5th of March.", OUTDATED_INFORMATION, "m3d3", "m3d5"),
+        ("My budget is $2,000 in total.", "My total budget is now $2,600.", OUTDATED_INFORMATION, "2000", "2600"),
+        ("We are 4 people.", "There are five of us now.", OUTDATED_INFORMATION, "4", "5"),
+        ("Window seat please.", "Put me on the aisle seat instead.", OUTDATED_INFORMATION, "window", "aisle"),
+        ("I'll have the chicken meal.", "Switch my meal to the fish.", OUTDATED_INFORMATION, "chicken", "fish"),
+        ("Book a table for 3 at 8pm.", "Can you make it 7:30pm instead?", OUTDATED_INFORMATION, "20:00", "19:30"),
+    ],
+)
+def test_contradictions_are_found_and_typed(older, newer, kind, old_value, new_value):
+    found = contradictions(older, newer)
+    assert found, (older, newer)
+    c = found[-1]
+    assert (c.type, c.older.st.value, c.newer.st.value) == (kind, old_value, new_value)
+    assert c.older.message == 0 and c.newer.message == 2 and not c.simultaneous
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("I like parks.", "I also like museums."),  # an addition
+        ("My budget is $200 per night.", "So $1,400 for the week."),  # another scope
+        ("My budget is at least $100 a night.", "But no more than $180 a night."),  # a range, not a change
+        ("I'm in New York; I fly to London next week.",),  # plan vs present, one message
+        ("I'm in New York.", "I'll be in London from Monday."),
+        ("I live in Boston.", "I'm in Denver for a conference."),  # home vs where I am
+        ("I'm in the UK.", "I'm in London."),  # London is in the UK
+        ("I want an aisle seat.", "My wife wants the window seat."),  # someone else
+        ("If I were rich I'd book a 5-star hotel.", "I want a budget hotel."),  # hypothetical
+        ("Are luxury hotels expensive here?", "I want a cheap hotel."),  # a question
+        ("I used to live in Rome.", "I live in Naples."),  # the past
+        ("Cheap flights please.", "For the hotel, something luxurious."),  # different domains
+        ("3 nights in Rome.", "2 nights in Venice."),  # different places
+        ("I need 2 tickets for Friday's show.", "Plus 4 tickets for Saturday's show."),
+        ("Leaving on May 1.", "Returning on May 9."),  # different events
+        ("I'm vegan.", "I'm vegetarian, no meat at all."),  # vegan is vegetarian
+        ("My parents are paying, so the hotel can be fancy.",),
+    ],
+)
+def test_compatible_statements_are_not_flagged(turns):
+    assert contradictions(*turns) == []
+
+
+def test_duplicates_are_reported_as_duplicates_not_contradictions():
+    found = clashes_in("I'm in London.", "As I said, I'm still in London.")
+    assert [c.type for c in found] == [DUPLICATE_FACTS]
+
+
+def test_negation_flips_a_preference():
+    (c,) = contradictions("I don't want a luxury hotel.", "I want a luxury hotel.")
+    assert c.older.st.negated and not c.newer.st.negated and c.type == CONTRADICTORY_PREFERENCES
+
+
+def test_bound_words_are_not_negations():
+    (st,) = extract("I can spend no more than €80 a night.")
+    assert (st.slot, st.value, st.negated) == ("amount.budget.night.max.eur", "80", False)
+
+
+def test_statements_in_one_message_without_order_are_simultaneous():
+    (c,) = contradictions("User location: New York\nUser location: London")
+    assert c.simultaneous and c.type == CONFLICTING_FACTS and c.older.message == c.newer.message
+
+
+def test_a_change_marker_orders_statements_in_one_message():
+    (c,) = contradictions("I want a window seat. No wait, make that an aisle seat.")
+    assert not c.simultaneous and (c.older.st.value, c.newer.st.value) == ("window", "aisle")
+
+
+def test_price_level_without_domain_takes_the_domain_of_the_conversation():
+    (c,) = contradictions("Find me a budget hotel in Lyon.", "Let's go luxury after all.")
+    assert c.slot == "tier.hotel" and c.label == "hotel preference"
+
+
+def test_a_count_without_qualifier_inherits_the_latest_one():
+    (c,) = contradictions("Book 2 nights in Rome.", "Make it 3 nights.")
+    assert c.slot == "count.nights>rome" and (c.older.st.value, c.newer.st.value) == ("2", "3")
+
+
+def test_a_chain_of_changes_pairs_each_statement_with_every_earlier_conflict():
+    found = clashes_in("I want a budget hotel.", "I want a luxury hotel.", "I want a budget hotel again.")
+    pairs = [(c.type, c.older.message, c.newer.message) for c in found]
+    assert (CONTRADICTORY_PREFERENCES, 0, 2) in pairs and (CONTRADICTORY_PREFERENCES, 2, 4) in pairs
+    assert (DUPLICATE_FACTS, 0, 4) in pairs
+
+
+def test_statement_spans_point_at_the_sentence_and_the_value():
+    text = "Hi there. I'm looking for budget hotels under $50 a night. Thanks!"
+    tier = next(st for st in extract(text) if st.slot == "tier.hotel")
+    assert text[tier.start:tier.end] == "I'm looking for budget hotels under $50 a night."
+    assert text[tier.vstart:tier.vend] == "budget hotels"
