@@ -248,6 +248,9 @@ class ChatHandler:
             message["tool_calls"] = [c for c in calls if c not in proxy_calls] or None
             if not message["tool_calls"]:
                 message.pop("tool_calls")
+                choice = (data.get("choices") or [{}])[0]
+                if choice.get("finish_reason") == "tool_calls":  # no call is left to announce
+                    choice["finish_reason"] = "stop"
             ex.record("archive", "recall_dropped", calls=len(proxy_calls))
         if rounds and usage_total:
             data["usage"] = {**(data.get("usage") or {}), **usage_total}

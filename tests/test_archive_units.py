@@ -1,0 +1,186 @@
+"""Unit tests of the archive policy and the scratchpad (real Chroma under tmp_path)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import pytest
+
+from policies.archive import ArchiveConfig, ArchivePolicy
+from policies.base import Exchange, Services
+from policies.scratchpad import RECALL_TOOL_NAME, Scratchpad, archive_ref, stub_text
+from policies.tokens import TiktokenCounter
+from proxy.config import StorageConfig
+from proxy.storage import ChromaStore
+from tests.test_compression_e2e import assert_pairs_intact
+from tests.test_history_units import RecordingMetrics
+
+BIG = "Row {i}: shipment SHP-{i:05d} delivered to Bergen, 14 pallets, invoice 7,{i:03d} NOK. "
+
+
+def big(tag: str, rows: int = 80) -> str:
+    return f"Report {tag}. " + "".join(BIG.format(i=i) for i in range(rows))
+
+
+def conversation(current_result: str = "short result") -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "You are a logistics agent."},
+        {"role": "user", "content": "Get the shipment reports."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a1", "type": "function", "function": {"name": "report", "arguments": "{\"n\": 1}"}},
+            {"id": "a2", "type": "function", "function": {"name": "report", "arguments": "{\"n\": 2}"}}]},
+        {"role": "tool", "tool_call_id": "a1", "content": big("north")},
+        {"role": "tool", "tool_call_id": "a2", "content": "tiny"},
+        {"role": "assistant", "content": "Both reports are in."},
+        {"role": "user", "content": "Now the southern one."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "b1", "type": "function", "function": {"name": "report", "arguments": "{\"n\": 3}"}}]},
+        {"role": "tool", "tool_call_id": "b1", "content": current_result},
+    ]
+
+
+@pytest.fixture
+def services(tmp_path) -> Services:
+    return Services(tokens=TiktokenCounter(), metrics=RecordingMetrics(), store=ChromaStore(StorageConfig(path=str(tmp_path))))
+
+
+def run(policy: ArchivePolicy, messages: list[dict], pressure: str = "none", target: int | None = None,
+        tools: list | None = None, tenant: str | None = None) -> Exchange:
+    ex = Exchange("t", "gpt-4o", messages, tools, {"model": "gpt-4o", "messages": messages}, tenant=tenant)
+    ex.pressure, ex.target_tokens = pressure, target  # type: ignore[assignment]
+    asyncio.run(policy.on_request(ex))
+    return ex
+
+
+def test_refs_are_deterministic_and_valid_tool_arguments():
+    ref = archive_ref("content", "call_1")
+    assert ref == archive_ref("content", "call_1")
+    assert ref != archive_ref("content", "call_2") and ref != archive_ref("content!", "call_1")
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", ref)
+
+
+def test_big_results_of_earlier_turns_become_stubs_and_the_current_turn_stays(services):
+    conv = conversation(current_result=big("south"))
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv)
+    ref = archive_ref(big("north"), "a1")
+    stub = ex.messages[3]
+    assert stub == {"role": "tool", "tool_call_id": "a1", "content": stub["content"]}
+    assert stub["content"].startswith(f"[archived tool result ref={ref}:") and "\n" not in stub["content"]
+    assert "Report north" in stub["content"]  # the gist says what it was
+    assert ex.messages[4] is conv[4] and ex.messages[8] is conv[8]  # small, and the current turn's (unread) result
+    assert conv[3]["content"] == big("north")  # the client's dict is untouched
+    assert_pairs_intact(ex.messages)
+    assert RECALL_TOOL_NAME in ex.proxy_tools and ex.state["proxy_tool_rounds"] == 3
+    action = next(a for a in ex.actions if a.label == "archive.archive")
+    assert action.detail["results"] == 1 and action.detail["tokens_freed"] > 500
+
+
+def test_the_same_conversation_gets_the_same_stubs_next_turn(services):
+    policy = ArchivePolicy(ArchiveConfig(min_tokens=200), services)
+    first = run(policy, conversation())
+    grown = conversation() + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks."}]
+    second = run(policy, grown)
+    assert second.messages[: len(first.messages)] == first.messages
+
+
+def test_compress_pressure_archives_answered_results_of_the_current_turn_until_under_target(services):
+    conv = conversation(current_result=big("south")) + [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "b2", "type": "function", "function": {"name": "report", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "b2", "content": big("east")},
+    ]
+    counter = services.tokens
+    policy = ArchivePolicy(ArchiveConfig(min_tokens=200), services)
+    roomy = run(policy, conv, "compress", target=10**6)
+    assert roomy.messages[8] is conv[8] and roomy.messages[10] is conv[10]
+    tight = run(policy, conv, "compress", target=counter.count_messages(conv, "gpt-4o") - 2000)
+    assert tight.messages[8]["content"].startswith("[archived tool result")  # answered by the next assistant message
+    assert tight.messages[10] is conv[10] or tight.messages[10]["content"].startswith("[archived")
+    assert_pairs_intact(tight.messages)
+
+
+def test_aggressive_pressure_archives_every_result_worth_a_stub(services):
+    conv = conversation(current_result=big("south", rows=6))
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=5000), services), conv, "aggressive", target=10)
+    assert ex.messages[3]["content"].startswith("[archived") and ex.messages[8]["content"].startswith("[archived")
+    assert ex.messages[4] is conv[4]  # "tiny": a stub would be longer
+    assert any(a.label == "archive.target_missed" for a in ex.actions)
+
+
+def test_results_with_images_are_left_in_place_and_reported(services):
+    conv = conversation()
+    conv[3] = {"role": "tool", "tool_call_id": "a1", "content": [
+        {"type": "text", "text": big("north")}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv)
+    assert ex.messages is conv
+    assert [a.label for a in ex.actions] == ["archive.skip_non_text"]
+
+
+def test_list_form_text_results_are_archived(services):
+    conv = conversation()
+    conv[3] = {"role": "tool", "tool_call_id": "a1", "content": [{"type": "text", "text": big("north")}]}
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv)
+    assert ex.messages[3]["content"].startswith("[archived tool result ref=")
+
+
+def test_a_client_tool_named_context_recall_is_not_shadowed(services):
+    client_tool = {"type": "function", "function": {"name": RECALL_TOOL_NAME, "parameters": {"type": "object"}}}
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conversation(), tools=[client_tool])
+    assert ex.proxy_tools == {} and "archive.recall_name_taken" in ex.action_labels()
+
+
+def test_recall_handler_answers_content_errors_and_tolerates_a_ref_prefix(services):
+    policy = ArchivePolicy(ArchiveConfig(min_tokens=200), services)
+    ex = run(policy, conversation(), tenant="t1")
+    handler = ex.proxy_tools[RECALL_TOOL_NAME].handler
+    ref = archive_ref(big("north"), "a1")
+    assert asyncio.run(handler(ex, json.dumps({"ref": ref}))) == big("north")
+    assert asyncio.run(handler(ex, json.dumps({"ref": f"ref={ref}"}))) == big("north")
+    assert asyncio.run(handler(ex, "not json")).startswith("error:")
+    assert asyncio.run(handler(ex, json.dumps({"ref": "../../etc"}))).startswith("error:")
+    other = Exchange("u", "gpt-4o", [], None, {}, tenant="t2")
+    assert asyncio.run(handler(other, json.dumps({"ref": ref}))).startswith("error: nothing is archived")
+
+
+# ---------------------------------------------------------------------------- scratchpad
+
+
+def test_scratchpad_persists_to_chroma_per_tenant(services):
+    async def scenario() -> tuple:
+        pad = Scratchpad(services)
+        assert pad.put("acme", "ar_0123456789", "the archived text", kind="tool_result", gist="archived")
+        assert not pad.put("acme", "ar_0123456789", "the archived text")
+        await pad.flush()
+        pad.memory.clear()
+        return await pad.get("acme", "ar_0123456789"), await pad.get("globex", "ar_0123456789"), await pad.get("acme", "ar_missing000")
+
+    assert asyncio.run(scenario()) == ("the archived text", None, None)
+    col = services.store.collection("scratchpad", "acme")
+    assert col.get(ids=["ar_0123456789"])["metadatas"][0]["kind"] == "tool_result"
+
+
+def test_scratchpad_keeps_serving_from_memory_when_chroma_fails(services):
+    class BrokenStore:
+        def collection(self, name: str, tenant: str | None = None) -> Any:
+            raise ConnectionError("chroma unreachable")
+
+    svc = Services(tokens=services.tokens, metrics=services.metrics, store=BrokenStore())
+
+    async def scenario() -> str | None:
+        pad = Scratchpad(svc)
+        pad.put(None, "ar_0123456789", "kept in memory")
+        await pad.flush()
+        assert pad.persist_errors == 1
+        pad.put(None, "ar_0123456789", "kept in memory")  # the next request carrying it retries the write
+        await pad.flush()
+        assert pad.persist_errors == 2
+        return await pad.get(None, "ar_0123456789")
+
+    assert asyncio.run(scenario()) == "kept in memory"
+    assert any(name == "ctxwarden.scratchpad.errors" for name, _, _ in services.metrics.added)
+
+
+def test_stub_names_its_ref_in_the_documented_form():
+    assert "ref=ar_abc_DEF-123:" in stub_text("ar_abc_DEF-123", 900, "gist")

@@ -1,0 +1,303 @@
+"""End to end: the history and archive policies through the real proxy, the official SDK and a
+local fake upstream (what the upstream received is what we assert on)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from policies.scratchpad import archive_ref
+from policies.tokens import TiktokenCounter
+from tests.conftest import openai_client, policies_off
+
+SYSTEM = {"role": "system", "content": "You are a travel agent for Northwind. Always quote prices in EUR."}
+SUMMARIZER = "summarizer-mini"
+
+
+def agent_conversation(n_messages: int, result_words: int = 40) -> list[dict[str, Any]]:
+    """A system prompt, early facts, then turns with sequential and parallel tool calls; ends on a user message."""
+    msgs: list[dict[str, Any]] = [
+        SYSTEM,
+        {"role": "user", "content": "Hi, I'm Priya Raman from Contoso. Our budget is $12,500 and we fly on March 14."},
+        {"role": "assistant", "content": "Thanks Priya. Decision: we book with FlightTool and cap hotels at $180 a night."},
+    ]
+    turn = 0
+    filler = " ".join(["The provider notes that availability can vary by region and time."] * (result_words // 10))
+    while len(msgs) < n_messages - 1:
+        msgs.append({"role": "user", "content": f"Check option {turn} for Lisbon, please."})
+        ids = [f"call_{turn}_a", f"call_{turn}_b"]
+        if turn % 2 == 0:  # parallel calls
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": ids[0], "type": "function", "function": {"name": "search_flights", "arguments": json.dumps({"to": "LIS", "option": turn})}},
+                {"id": ids[1], "type": "function", "function": {"name": "search_hotels", "arguments": json.dumps({"city": "Lisbon"})}},
+            ]})
+            msgs.append({"role": "tool", "tool_call_id": ids[0], "content": json.dumps({"flight": f"TP{100 + turn}", "price_eur": 400 + turn, "notes": filler})})
+            msgs.append({"role": "tool", "tool_call_id": ids[1], "content": f"Hotel Avenida has rooms at {150 + turn} EUR. {filler}"})
+        else:  # sequential calls
+            for i, name in enumerate(("search_flights", "search_hotels")):
+                msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                    {"id": ids[i], "type": "function", "function": {"name": name, "arguments": json.dumps({"option": turn})}}]})
+                msgs.append({"role": "tool", "tool_call_id": ids[i], "content": f"{name} option {turn}: {300 + turn} EUR. {filler}"})
+        msgs.append({"role": "assistant", "content": f"Option {turn}: flight TP{100 + turn} at {400 + turn} EUR."})
+        turn += 1
+    msgs.append({"role": "user", "content": "Which option is the cheapest overall?"})
+    return msgs
+
+
+def assert_pairs_intact(messages: list[dict[str, Any]]) -> None:
+    """Every tool message answers a call of the closest preceding assistant; every call is answered."""
+    pending: set[str] = set()
+    for msg in messages:
+        if msg["role"] == "tool":
+            assert msg["tool_call_id"] in pending, f"orphan tool message {msg['tool_call_id']}"
+            pending.discard(msg["tool_call_id"])
+            continue
+        assert not pending, f"unanswered tool calls {pending}"
+        if msg["role"] == "assistant" and msg.get("tool_calls"):
+            pending = {c["id"] for c in msg["tool_calls"]}
+    assert not pending
+
+
+def request_tokens(body: dict[str, Any]) -> int:
+    counter = TiktokenCounter()
+    return counter.count_messages(body["messages"], body["model"]) + counter.count_tools(body.get("tools"), body["model"])
+
+
+def window_for(messages: list[dict[str, Any]], usage: float) -> int:
+    return int(TiktokenCounter().count_messages(messages, "gpt-4o") / usage)
+
+
+def main_requests(fake) -> list[dict[str, Any]]:
+    return [r for r in fake.chat_requests if r["model"] != SUMMARIZER]
+
+
+def summarizer_requests(fake) -> list[dict[str, Any]]:
+    return [r for r in fake.chat_requests if r["model"] == SUMMARIZER]
+
+
+def summaries(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if isinstance(m.get("content"), str) and m["content"].startswith("[ctxwarden summary")]
+
+
+# ---------------------------------------------------------------------------- compression
+
+
+@pytest.mark.parametrize("usage,pressure", [(0.85, "compress"), (0.92, "aggressive")])
+def test_long_agent_conversation_is_forwarded_valid_and_under_target(fake, start_proxy, usage, pressure):
+    conv = agent_conversation(60)
+    window = window_for(conv, usage)
+    proxy = start_proxy({"models": {"gpt-4o": {"context_window": window}}, "policies": policies_off("history", "archive")})
+    raw = openai_client(proxy).chat.completions.with_raw_response.create(model="gpt-4o", messages=conv)
+    assert raw.parse().choices[0].message.content == "You said: Which option is the cheapest overall?"
+    actions = raw.headers["x-ctxwarden-actions"].split(",")
+    assert f"budget.{pressure}" in actions and "history.summarize" in actions
+    sent = fake.chat_requests[-1]
+    forwarded = sent["messages"]
+    assert forwarded[0] == SYSTEM
+    assert_pairs_intact(forwarded)
+    assert request_tokens(sent) <= int(0.6 * window)
+    assert summaries(forwarded), "the oldest span became a summary"
+    assert "Priya Raman" in summaries(forwarded)[0]["content"] and "$12,500" in summaries(forwarded)[0]["content"]
+    if pressure == "compress":
+        assert forwarded[-6:] == conv[-6:]  # keep_recent, verbatim
+    else:  # aggressive: everything but the system prompt and the current turn is summarized
+        assert forwarded[-1] == conv[-1]
+        assert all(m["role"] == "system" for m in forwarded[:-1])
+
+
+def test_next_turns_reuse_the_summary_and_forward_an_identical_prefix(fake, start_proxy):
+    proxy = start_proxy({"policies": {**policies_off("history"), "history": {
+        "enabled": True, "summarizer_model": SUMMARIZER, "max_messages": 20, "keep_recent": 6, "block_min_messages": 8}}})
+    client = openai_client(proxy)
+    conv = agent_conversation(60)
+    fake.reply(content="- Priya Raman (Contoso), budget $12,500, flies March 14; book with FlightTool.")
+    first = client.chat.completions.create(model="gpt-4o", messages=conv).choices[0].message.content
+    assert len(summarizer_requests(fake)) == 1
+    summary_call = summarizer_requests(fake)[0]
+    assert "Priya Raman" in summary_call["messages"][-1]["content"]  # the span's transcript went to the summarizer
+    turn1 = main_requests(fake)[-1]["messages"]
+    assert turn1[0] == SYSTEM and summaries(turn1)[0]["content"].endswith("flies March 14; book with FlightTool.")
+    assert turn1[-6:] == conv[-6:]
+
+    conv = conv + [{"role": "assistant", "content": first}, {"role": "user", "content": "And the cheapest hotel?"}]
+    client.chat.completions.create(model="gpt-4o", messages=conv)
+    assert len(summarizer_requests(fake)) == 1, "the next turn reuses the cached summary"
+    turn2 = main_requests(fake)[-1]["messages"]
+    assert turn2[: len(turn1)] == turn1, "the previous forwarded request is a prefix of this one"
+
+    # Grow the conversation until the verbatim tail outgrows its budget: one new block, appended.
+    for i in range(12):
+        conv = conv + [{"role": "assistant", "content": f"Answer {i}."}, {"role": "user", "content": f"Question {i}?"}]
+        client.chat.completions.create(model="gpt-4o", messages=conv)
+        if len(summarizer_requests(fake)) == 2:
+            break
+    assert len(summarizer_requests(fake)) == 2
+    later = main_requests(fake)[-1]["messages"]
+    assert later[:2] == turn1[:2], "the earlier summary block is unchanged"
+    assert len(summaries(later)) == 2 and later[2] is not None and summaries(later)[1] == later[2]
+    assert later[-6:] == conv[-6:]
+    assert_pairs_intact(later)
+
+
+@pytest.mark.parametrize("failure", [{"status": 500, "json": {"error": {"message": "down", "type": "server_error"}}},
+                                     {"delay_s": 1.5, "content": "too late"}])
+def test_summarizer_down_falls_back_to_the_extractive_summary(fake, start_proxy, failure):
+    proxy = start_proxy({"policies": {**policies_off("history"), "history": {
+        "enabled": True, "summarizer_model": SUMMARIZER, "summarizer_timeout_s": 0.5}}})
+    fake.reply(**failure)
+    fake.reply(content="final answer")
+    conv = agent_conversation(40)
+    raw = openai_client(proxy).chat.completions.with_raw_response.create(model="gpt-4o", messages=conv)
+    assert raw.parse().choices[0].message.content == "final answer"
+    assert "history.summarizer_fallback" in raw.headers["x-ctxwarden-actions"].split(",")
+    sent = main_requests(fake)[-1]["messages"]
+    summary = summaries(sent)[0]["content"]
+    assert "Priya Raman" in summary and "$12,500" in summary and "FlightTool" in summary  # extractive kept the facts
+    assert "too late" not in summary
+    assert_pairs_intact(sent)
+
+
+def test_nothing_to_compress_is_forwarded_byte_identical(fake, start_proxy):
+    proxy = start_proxy({"policies": policies_off("history", "archive")})
+    sent: list[bytes] = []
+    http = httpx.Client(event_hooks={"request": [lambda r: sent.append(r.read())]})
+    client = openai_client(proxy, http_client=http)
+    conv = agent_conversation(12)
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=conv, temperature=0.3)
+    assert raw.headers["x-ctxwarden-actions"] == ""
+    assert fake.received[-1].raw == sent[-1]
+    assert "tools" not in fake.chat_requests[-1]
+
+
+def test_messages_older_than_max_age_are_trimmed_when_the_client_sends_timestamps(fake, start_proxy):
+    proxy = start_proxy({"policies": {**policies_off("history"), "history": {"enabled": True, "max_age_s": 3600}}})
+    conv = agent_conversation(30)
+    now = time.time()
+    stamps = [now - 7200 if i < 15 else now - 60 for i in range(len(conv))]  # the first half is two hours old
+    raw = openai_client(proxy).chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=conv, extra_headers={"x-ctxwarden-timestamps": json.dumps(stamps)})
+    actions = raw.headers["x-ctxwarden-actions"].split(",")
+    assert "history.distraction" in actions and "history.trim" in actions
+    forwarded = fake.chat_requests[-1]["messages"]
+    assert forwarded[0] == SYSTEM
+    assert conv[1] not in forwarded and "Priya Raman" not in json.dumps(forwarded)  # trimmed, not summarized
+    assert_pairs_intact(forwarded)
+    assert forwarded[-6:] == conv[-6:]
+
+
+# ---------------------------------------------------------------------------- archive + recall
+
+
+REPORT = "Quarterly ledger LEDGER-7731. " + " ".join(f"Line {i}: invoice INV-{1000 + i} settled for {i * 37} EUR." for i in range(120)) + " Grand total 48,213.55 EUR."
+
+
+def archived_conversation(call_id: str = "call_report") -> list[dict[str, Any]]:
+    return [
+        SYSTEM,
+        {"role": "user", "content": "Pull the quarterly ledger."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "get_ledger", "arguments": "{\"quarter\": \"Q3\"}"}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": REPORT},
+        {"role": "assistant", "content": "I have the ledger for Q3."},
+        {"role": "user", "content": "What was the exact grand total?"},
+    ]
+
+
+def stream_text(stream) -> str:
+    return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_archive_and_recall_round_trip(fake, start_proxy, stream):
+    proxy = start_proxy({"policies": policies_off("archive")})
+    ref = archive_ref(REPORT, "call_report")
+    fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": ref})}])
+    fake.reply(content="The grand total was 48,213.55 EUR.")
+    client = openai_client(proxy)
+    if stream:
+        text = stream_text(client.chat.completions.create(model="gpt-4o", messages=archived_conversation(), stream=True))
+    else:
+        message = client.chat.completions.create(model="gpt-4o", messages=archived_conversation()).choices[0].message
+        assert not message.tool_calls
+        text = message.content
+    assert text == "The grand total was 48,213.55 EUR."
+    first, second = fake.chat_requests
+    stub = first["messages"][3]
+    assert stub["tool_call_id"] == "call_report" and f"ref={ref}" in stub["content"] and "48,213.55" not in stub["content"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["context_recall"]
+    recall_call, recall_answer = second["messages"][-2:]
+    assert recall_call["tool_calls"][0]["function"]["name"] == "context_recall"
+    assert recall_answer == {"role": "tool", "tool_call_id": recall_call["tool_calls"][0]["id"], "content": REPORT}
+    metrics = httpx.get(f"{proxy.url}/metrics").text
+    for name in ("ctxwarden_scratchpad_writes", "ctxwarden_scratchpad_reads", "ctxwarden_compression_triggered",
+                 "ctxwarden_compression_tokens_freed", "ctxwarden_compression_ratio", "ctxwarden_compression_duration_ms"):
+        assert name in metrics, name
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_recall_of_unknown_and_foreign_refs_answers_an_error_text(fake, start_proxy, stream):
+    proxy = start_proxy({"policies": policies_off("archive")})
+    client = openai_client(proxy)
+    foreign = archive_ref(REPORT, "call_report")
+    fake.reply(content="ok")
+    client.chat.completions.create(model="gpt-4o", messages=archived_conversation(), extra_headers={"x-ctxwarden-tenant": "acme"})
+    # Tenant "globex" has its own archived result; its model asks for acme's ref and an unknown one, in one turn.
+    own = archived_conversation("call_globex")
+    own[3] = {**own[3], "content": REPORT.replace("LEDGER-7731", "LEDGER-0042")}
+    fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": foreign})},
+                           {"name": "context_recall", "arguments": json.dumps({"ref": "ar_doesnotexist0000"})}])
+    fake.reply(content="Sorry, I cannot see that ledger.")
+    globex = {"x-ctxwarden-tenant": "globex"}
+    if stream:
+        text = stream_text(client.chat.completions.create(model="gpt-4o", messages=own, extra_headers=globex, stream=True))
+    else:
+        raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=own, extra_headers=globex)
+        text = raw.parse().choices[0].message.content
+        assert "archive.recall_unknown" in raw.headers["x-ctxwarden-actions"].split(",")
+    assert text == "Sorry, I cannot see that ledger."
+    assert len(fake.chat_requests) == 3
+    answers = [m for m in fake.chat_requests[-1]["messages"] if m["role"] == "tool"][-2:]
+    assert all(a["content"].startswith("error: nothing is archived under ref=") for a in answers)
+    assert "LEDGER-7731" not in json.dumps(fake.chat_requests[-1])
+
+
+def test_summarized_history_is_recallable_by_its_ref(fake, start_proxy):
+    proxy = start_proxy({"policies": policies_off("history", "archive")})
+    conv = agent_conversation(40)
+    fake.reply(content="first")
+    openai_client(proxy).chat.completions.create(model="gpt-4o", messages=conv)
+    summary = summaries(fake.chat_requests[-1]["messages"])[0]["content"]
+    ref = summary.split("ref=")[1].split(" ")[0]
+    assert ref.startswith("hs_") and [t["function"]["name"] for t in fake.chat_requests[-1]["tools"]] == ["context_recall"]
+    fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": ref})}])
+    fake.reply(content="You fly on March 14.")
+    answer = openai_client(proxy).chat.completions.create(model="gpt-4o", messages=conv + [
+        {"role": "assistant", "content": "first"}, {"role": "user", "content": "When do I fly, exactly?"}])
+    assert answer.choices[0].message.content == "You fly on March 14."
+    transcript = fake.chat_requests[-1]["messages"][-1]["content"]
+    assert conv[1]["content"] in transcript and conv[5]["content"] in transcript  # the exact early messages
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_recall_rounds_are_bounded(fake, start_proxy, stream):
+    proxy = start_proxy({"policies": {**policies_off("archive"), "archive": {"enabled": True, "max_recall_rounds": 2}}})
+    ref = archive_ref(REPORT, "call_report")
+    for _ in range(4):
+        fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": ref})}])
+    client = openai_client(proxy)
+    if stream:
+        chunks = [c for c in client.chat.completions.create(model="gpt-4o", messages=archived_conversation(), stream=True) if c.choices]
+        assert not any(c.choices[0].delta.tool_calls for c in chunks)
+        finish = [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason]
+    else:
+        raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=archived_conversation())
+        assert "archive.recall_dropped" in raw.headers["x-ctxwarden-actions"].split(",")
+        choice = raw.parse().choices[0]
+        assert not choice.message.tool_calls
+        finish = [choice.finish_reason]
+    assert finish == ["stop"]  # no tool call is announced that the client never receives
+    assert len(fake.chat_requests) == 3  # the first call and two recall rounds, then the proxy stops
