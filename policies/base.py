@@ -286,16 +286,21 @@ def tool_call_ids(message: Message) -> list[str]:
 def group_exchanges(messages: Sequence[Message]) -> list[list[int]]:
     """Split message indices into units that must be kept or dropped whole.
 
-    An assistant message with tool_calls and the tool messages answering it form one unit;
-    every other message is a unit of its own. Trimming and summarizing by units keeps every
-    tool-call pair intact (DESIGN.md invariant 1).
+    An assistant message with tool_calls and the tool messages answering it form one unit (so do
+    a legacy `function_call` and the `function` message after it); every other message is a unit
+    of its own. Trimming and summarizing by units keeps every tool-call pair intact (DESIGN.md
+    invariant 1).
     """
     units: list[list[int]] = []
     i = 0
     while i < len(messages):
         msg = messages[i]
         unit = [i]
-        if msg.get("role") == "assistant" and msg.get("tool_calls"):
+        if msg.get("role") == "assistant" and msg.get("function_call") and not msg.get("tool_calls"):
+            if i + 1 < len(messages) and messages[i + 1].get("role") == "function":
+                unit.append(i + 1)
+            i += len(unit)
+        elif msg.get("role") == "assistant" and msg.get("tool_calls"):
             ids = set(tool_call_ids(msg))
             j = i + 1
             while j < len(messages) and messages[j].get("role") == "tool" and messages[j].get("tool_call_id") in ids:

@@ -37,6 +37,22 @@ def use_bundled_tiktoken_files() -> None:
         os.environ.setdefault("CUSTOM_TIKTOKEN_CACHE_DIR", str(bundled))
 
 
+def _message_key(message: Message) -> tuple:
+    """A cache key that costs a tuple hash for the common shapes (str hashing runs in C), and the
+    sorted JSON's hash only for list-form content or unusual fields."""
+    content = message.get("content")
+    if (content is None or isinstance(content, str)) and message.keys() <= _PLAIN_FIELDS:
+        calls = message.get("tool_calls")
+        fields = (message.get("role"), content, message.get("name"), message.get("tool_call_id"),
+                  json.dumps(calls, sort_keys=True) if calls else None)
+        # Keep a 64-bit hash, not the text: the cache must not hold every message ever seen.
+        return ("plain", hash(fields), len(content or ""))
+    return ("json", stable_hash(message))
+
+
+_PLAIN_FIELDS = {"role", "content", "name", "tool_call_id", "tool_calls", "refusal"}
+
+
 def encoding_name_for(model: str) -> str:
     bare = model.split("/")[-1].lower()
     return "o200k_base" if bare.startswith(_O200K_PREFIXES) else "cl100k_base"
@@ -69,7 +85,7 @@ class TiktokenCounter:
 
     def count_message(self, message: Message, model: str) -> int:
         name, _ = self._encoding(model)
-        key = (name, stable_hash(message))
+        key = (name, _message_key(message))
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:

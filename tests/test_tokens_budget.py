@@ -110,3 +110,25 @@ def test_budget_config_rejects_disordered_thresholds():
         BudgetConfig(warn=0.9, compress=0.8)
     with pytest.raises(ValueError, match="must not exceed 1.0"):
         BudgetConfig(components={"system": 0.5, "history": 0.5, "tools": 0.5, "query": 0.1})
+
+
+def test_legacy_function_call_pairs_are_one_unit():
+    from policies.base import group_exchanges
+
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+            {"role": "function", "name": "f", "content": "r"},
+            {"role": "user", "content": "next"}]
+    assert group_exchanges(msgs) == [[0], [1, 2], [3]]
+
+
+async def test_final_check_counts_the_tools_the_proxy_adds(tokens):
+    from policies.base import ProxyTool
+
+    policy = BudgetPolicy(BudgetConfig(), Services(tokens=tokens, metrics=Counting()))
+    ex = _exchange(10, 1000)
+    before = (await policy.measure(ex))["components"]["tools"]
+    ex.proxy_tools["context_recall"] = ProxyTool(
+        {"type": "function", "function": {"name": "context_recall", "description": "Fetch archived content by ref"}},
+        handler=None)
+    assert (await policy.measure(ex))["components"]["tools"] > before == 0
