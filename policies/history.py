@@ -354,6 +354,11 @@ class HistoryPolicy(BasePolicy):
         before = work.fixed_tokens + sum(work.body.tokens)
         after = self._request_tokens(work)
         trimmed = [s for s in work.segments if s.kind == "trim"]
+        if not trimmed and after >= before:
+            # Short messages full of names and numbers can summarize to more than they were:
+            # forwarding that would cost tokens and the cache prefix for nothing.
+            self.record(ex, "summary_not_smaller", tokens_before=before, tokens_after=after)
+            return
         if trimmed:
             n = sum(work.body.message_count(s.start, s.end) for s in trimmed)
             freed = sum(work.body.token_count(s.start, s.end) for s in trimmed)

@@ -309,3 +309,17 @@ def test_summarized_images_are_marked_and_counted(services):
     ex = run(HistoryPolicy(HistoryConfig(), services), exchange(conv))
     assert "[image]" in summaries(ex.messages)[0]["content"] and "base64" not in json.dumps(ex.messages)
     assert next(a for a in ex.actions if a.label == "history.summarize").detail["non_text_parts"] == 1
+
+
+def test_a_summary_that_would_not_be_smaller_is_not_forwarded(services):
+    # Short turns made of nothing but names and numbers: the extractive summary keeps all of
+    # them and adds its framing, so it would cost more tokens than it replaces.
+    messages = [SYSTEM]
+    for i in range(14):
+        messages += [{"role": "user", "content": f"Option {i}: Paris {i + 1} May?"},
+                     {"role": "assistant", "content": f"{100 + 7 * i} EUR, {8 + i % 10}:00."}]
+    messages.append({"role": "user", "content": "Cheapest?"})
+    ex = run(HistoryPolicy(HistoryConfig(), services), exchange(messages))
+    assert "history.distraction" in labels(ex)
+    assert "history.summary_not_smaller" in labels(ex) and "history.summarize" not in labels(ex)
+    assert ex.messages is ex.original_messages and not ex.proxy_tools
