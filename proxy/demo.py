@@ -52,7 +52,11 @@ def _scenes() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     history = [SYSTEM]
     for i in range(14):
         history += [{"role": "user", "content": f"Step {i}: what about option {i} for the Paris trip on day {i + 1}?"},
-                    {"role": "assistant", "content": f"Option {i} costs {100 + 7 * i} euros and leaves at {8 + i % 10}:00."}]
+                    {"role": "assistant", "content": (
+                        "Great question, happy to help with that! I had a good look at everything available for "
+                        "your trip and there are quite a few things worth considering here before deciding. "
+                        f"Option {i} costs {100 + 7 * i} euros and leaves at {8 + i % 10}:00. "
+                        "Let me know if you would like me to look into anything else at all, I am always glad to help.")}]
     history.append({"role": "user", "content": "Summarise the cheapest option."})
     return [
         ("plain question", {"messages": [SYSTEM, {"role": "user", "content": "What is the capital of France?"}]},
@@ -103,7 +107,7 @@ def run_demo() -> int:
             httpx.post(f"{proxy.url}/admin/kb/documents", headers=admin, json={"documents": [
                 {"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]})
             print(f"ctxwarden demo — proxy {proxy.url}/v1 in front of a local fake upstream {upstream.url}/v1\n")
-            widths = [20, 8, 8, 44, 40]
+            widths = [20, 7, 8, 70, 34]
             print(_row(["scene", "tokens", "sent up", "actions (x-ctxwarden-actions)", "answer the client got"], widths))
             print(_row(["-" * w for w in widths], widths))
             for title, body, reply in _scenes():
