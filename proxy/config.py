@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -71,7 +71,9 @@ class TelemetryConfig(Strict):
 
 
 class EmbeddingsConfig(Strict):
-    provider: str = "wordllama"  # wordllama (offline default) | litellm (remote, e.g. text-embedding-3-small)
+    # wordllama (offline default) | minilm (all-MiniLM-L6-v2 int8 ONNX, offline) |
+    # minilm+wordllama (their weighted ensemble, offline) | litellm (remote, e.g. text-embedding-3-small)
+    provider: Literal["wordllama", "minilm", "minilm+wordllama", "litellm"] = "wordllama"
     model: str | None = None
 
 

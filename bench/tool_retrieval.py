@@ -1,0 +1,246 @@
+"""Benchmark of the tools policy on MetaTool: retrieval quality, latency, tokens saved.
+
+    .venv/bin/python bench/tool_retrieval.py [--queries 2000] [--split report|tune]
+                                             [--embedders wordllama,minilm,minilm+wordllama] [--grid]
+
+Workload (shared/data/metatool): each query becomes a chat request carrying 120 tools, the right
+one(s) plus others drawn at random from the 199 (seeded), every tool an OpenAI function
+definition with one `query` parameter. The request goes through ToolsPolicy.on_request (top_k 5,
+max_tools 30, default weights) exactly as the proxy calls it, with a real Chroma store and token
+counter; what the policy forwards is checked:
+
+- Recall@5: the right tool is among the forwarded ones; Recall@1: it is the best-scored one.
+- Side by side, plain BM25 (the bm25s library) over the same 120 candidates' names+descriptions.
+- multi-tool: the 497 queries that need two tools; a hit needs both forwarded.
+- latency: on_request wall time with 120 tools, catalog warm. "same tool set": an agent's fixed
+  tool list, a new user request each time (the usual case); "new tool set": a different random
+  120 of the already-embedded tools per request (the tool-set index is rebuilt each time).
+- tokens saved: tool-definition tokens forwarded vs sent, over the report workload.
+
+Honest tuning: the queries are split once (seeded) into a tuning part (1,500) and a report part
+(--queries, disjoint). The weights in config/ctxwarden.yaml and the ensemble share in
+proxy/embeddings.py were chosen with `--split tune --grid`; the figures to quote come from the
+default `--split report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from policies.base import Exchange, Services  # noqa: E402
+from policies.tokens import TiktokenCounter  # noqa: E402
+from policies.tools import ToolsConfig, ToolsPolicy  # noqa: E402
+from proxy.config import EmbeddingsConfig, StorageConfig  # noqa: E402
+from proxy.embeddings import build_embedder  # noqa: E402
+from proxy.storage import ChromaStore  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
+CANDIDATES = 120
+TOP_K = 5
+TUNE_SIZE = 1500
+SPLIT_SEED = 2024
+
+
+class NullMetrics:
+    def add(self, *a: Any, **k: Any) -> None: ...
+    def record(self, *a: Any, **k: Any) -> None: ...
+    def gauge(self, *a: Any, **k: Any) -> None: ...
+
+
+@dataclass
+class Case:
+    query: str
+    gold: list[str]
+    candidates: list[str]
+
+
+def load(data: Path) -> tuple[dict[str, str], list[tuple[str, str]], list[tuple[str, list[str]]]]:
+    tools = json.loads((data / "tools.json").read_text())
+    by_lower = {name.lower(): name for name in tools}
+    with (data / "queries.csv").open() as f:
+        single = [(r["Query"], by_lower[r["Tool"].lower()]) for r in csv.DictReader(f)]
+    multi = [(m["query"], [by_lower[t.lower()] for t in m["tool"]]) for m in json.loads((data / "multi_tool_queries.json").read_text())]
+    return tools, single, multi
+
+
+def definition(name: str, description: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": {"query": {"type": "string", "description": "What to ask the tool."}},
+        "required": ["query"]}}}
+
+
+def split(single: list[tuple[str, str]], report_size: int) -> tuple[list[int], list[int]]:
+    """Disjoint (tune, report) query indices, fixed by SPLIT_SEED."""
+    order = list(range(len(single)))
+    random.Random(SPLIT_SEED).shuffle(order)
+    return order[:TUNE_SIZE], order[TUNE_SIZE : TUNE_SIZE + report_size]
+
+
+def cases(queries: list[tuple[str, list[str]]], names: list[str], seed: int) -> list[Case]:
+    rng = random.Random(seed)
+    out = []
+    for query, gold in queries:
+        others = rng.sample([n for n in names if n not in gold], CANDIDATES - len(gold))
+        candidates = gold + others
+        rng.shuffle(candidates)
+        out.append(Case(query, gold, candidates))
+    return out
+
+
+# ----------------------------------------------------------------------------- the policy
+
+
+def make_policy(embedder: Any, store: Any, weights: dict[str, float] | None = None) -> ToolsPolicy:
+    config = ToolsConfig(max_tools=30, top_k=TOP_K, **({"weights": weights} if weights else {}))
+    services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store)
+    return ToolsPolicy(config, services)
+
+
+def exchange(case: Case, defs: dict[str, dict[str, Any]], i: int) -> Exchange:
+    tools = [json.loads(json.dumps(defs[n])) for n in case.candidates]  # fresh dicts, as parsed from a body
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": case.query}]
+    body = {"model": "gpt-4o", "messages": messages, "tools": tools}
+    return Exchange(request_id=str(i), model="gpt-4o", messages=messages, tools=tools, body=body, session_id=f"bench-{i}")
+
+
+async def run_policy(policy: ToolsPolicy, work: list[Case], defs: dict[str, dict[str, Any]]) -> dict[str, float]:
+    hits1 = hits5 = saved = sent = 0
+    out_sizes = []
+    for i, case in enumerate(work):
+        ex = exchange(case, defs, i)
+        await policy.on_request(ex)
+        forwarded = {t["function"]["name"] for t in ex.tools}
+        action = next(a for a in ex.actions if a.name == "filter")
+        relevance = json.loads(action.detail["relevance"])
+        best = max(relevance, key=relevance.get) if relevance else None
+        hits5 += all(g in forwarded for g in case.gold)
+        hits1 += best in case.gold
+        saved += action.detail["tokens_saved"]
+        sent += action.detail["tokens_before"]
+        out_sizes.append(len(ex.tools))
+    n = len(work)
+    return {"r1": hits1 / n, "r5": hits5 / n, "saved": saved / sent, "out": statistics.mean(out_sizes)}
+
+
+def bm25_baseline(work: list[Case], tools: dict[str, str]) -> dict[str, float]:
+    import bm25s
+
+    hits1 = hits5 = 0
+    for case in work:
+        corpus = [f"{name} {tools[name]}" for name in case.candidates]
+        retriever = bm25s.BM25()
+        retriever.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
+        docs, _ = retriever.retrieve(bm25s.tokenize([case.query], stopwords="en", show_progress=False), k=TOP_K, show_progress=False)
+        top = [case.candidates[int(j)] for j in docs[0]]
+        hits1 += top[0] in case.gold
+        hits5 += all(g in top for g in case.gold)
+    return {"r1": hits1 / len(work), "r5": hits5 / len(work)}
+
+
+async def latency(policy: ToolsPolicy, fresh: list[Case], defs: dict[str, dict[str, Any]], mode: str) -> tuple[float, float]:
+    """on_request wall time (ms, p50/p95) with 120 known tools and queries never embedded before.
+
+    same-set: one fixed tool list, a new user request each time (query embedding + ranking);
+    new-set: a new mix of known tools each time (also rebuilds the tool-set index);
+    loop-turn: the agent's next turn on an unchanged request (the session's selection is reused).
+    """
+    fixed = fresh[0].candidates
+    times = []
+    for i, case in enumerate(fresh):
+        ex = exchange(Case(case.query, case.gold, case.candidates if mode == "new-set" else fixed), defs, 10**6 + i)
+        if mode == "loop-turn":
+            await policy.on_request(ex)
+            called = ex.tools[0]["function"]["name"]
+            ex = exchange(Case(case.query, case.gold, fixed), defs, 10**6 + i)
+            ex.messages = ex.messages + [
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": called, "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "result"},
+            ]
+        start = time.perf_counter()
+        await policy.on_request(ex)
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return times[len(times) // 2], times[int(len(times) * 0.95)]
+
+
+# ----------------------------------------------------------------------------- main
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queries", type=int, default=2000, help="report queries (single-tool), disjoint from the tuning split")
+    parser.add_argument("--split", choices=("report", "tune"), default="report")
+    parser.add_argument("--embedders", default="wordllama,minilm,minilm+wordllama")
+    parser.add_argument("--grid", action="store_true", help="try weight combinations (use with --split tune)")
+    parser.add_argument("--latency-runs", type=int, default=300)
+    args = parser.parse_args()
+
+    tools, single, multi = load(DATA)
+    names = list(tools)
+    defs = {n: definition(n, d) for n, d in tools.items()}
+    tune_idx, report_idx = split(single, args.queries)
+    used = {single[i][0] for i in tune_idx + report_idx}
+    unseen = [(q, [t]) for q, t in single if q not in used]
+    fresh = cases(random.Random(3).sample(unseen, 3 * args.latency_runs), names, seed=3)
+    chosen = tune_idx if args.split == "tune" else report_idx
+    work = cases([(single[i][0], [single[i][1]]) for i in chosen], names, seed=1)
+    multi_work = cases(multi, names, seed=2) if args.split == "report" else []
+    print(f"MetaTool: {len(names)} tools; {len(work)} {args.split} queries (+{len(multi_work)} multi-tool); "
+          f"{CANDIDATES} tools per request, top_k {TOP_K}")
+
+    base = bm25_baseline(work, tools)
+    multi_base = bm25_baseline(multi_work, tools) if multi_work else None
+    rows = [("plain BM25 (bm25s)", base, multi_base, {})]
+    with tempfile.TemporaryDirectory(prefix="ctxw-tools-bench-") as tmp:
+        for provider in args.embedders.split(","):
+            embedder = build_embedder(EmbeddingsConfig(provider=provider))
+            store = ChromaStore(StorageConfig(path=f"{tmp}/{provider.replace('+', '_')}"))
+            combos = grid() if args.grid else [None]
+            for weights in combos:
+                policy = make_policy(embedder, store, weights)
+                label = f"policy, {provider}" + (f" {weights}" if weights else "")
+                quality = await run_policy(policy, work, defs)
+                multi_q = await run_policy(policy, multi_work, defs) if multi_work else None
+                lat = {}
+                if not args.grid:
+                    for k, mode in enumerate(("same-set", "new-set", "loop-turn")):
+                        lat[mode] = await latency(policy, fresh[k * args.latency_runs : (k + 1) * args.latency_runs], defs, mode)
+                rows.append((label, quality, multi_q, lat))
+    print_table(rows)
+
+
+def grid() -> list[dict[str, float]]:
+    return [{"description": 1.0, "segments": s, "lexical": w} for s in (0.0, 0.3, 0.5, 1.0) for w in (0.0, 0.05, 0.1, 0.2)]
+
+
+def print_table(rows: list[tuple]) -> None:
+    modes = ("same-set", "new-set", "loop-turn")
+    print()
+    print(f"{'ranker':48s} {'R@1':>6s} {'R@5':>6s} {'multi R@5':>9s} {'tools out':>9s} {'tokens saved':>12s}  "
+          + "  ".join(f"{m + ' p50/p95 ms':>22s}" for m in modes))
+    for label, q, mq, lat in rows:
+        multi_cell = f"{mq['r5']:.3f}" if mq else "-"
+        out = f"{q['out']:.2f}" if "out" in q else "-"
+        saved = f"{q['saved'] * 100:.1f}%" if "saved" in q else "-"
+        cells = "  ".join(f"{lat[m][0]:>11.2f} / {lat[m][1]:<8.2f}" if m in lat else f"{'-':>22s}" for m in modes)
+        print(f"{label:48s} {q['r1']:6.3f} {q['r5']:6.3f} {multi_cell:>9s} {out:>9s} {saved:>12s}  {cells}")
+    print("\nlatency: ToolsPolicy.on_request wall time, 120 tools, catalog warm, queries never embedded before;"
+          " same-set = fixed tool list, new user request; new-set = new mix of known tools;"
+          " loop-turn = next agent turn on an unchanged request (selection reused)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,230 @@
+"""The tools policy in process: must-keep rules, fail-safe modes, the catalog in Chroma, metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from policies.base import Exchange, Services
+from policies.tokens import TiktokenCounter
+from policies.tool_catalog import CATALOG_VERSION
+from policies.tool_text import describe_tool
+from policies.tools import ToolsConfig, ToolsPolicy
+from proxy.config import EmbeddingsConfig, StorageConfig
+from proxy.embeddings import build_embedder
+from proxy.storage import ChromaStore
+from tests.tools_fixtures import CountingEmbedder, all_tools, names, tool
+
+_WORDLLAMA = build_embedder(EmbeddingsConfig())
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.points: list[tuple[str, float, dict[str, Any]]] = []
+
+    def add(self, name: str, value: float = 1, **attrs: Any) -> None:
+        self.points.append((name, value, attrs))
+
+    record = gauge = add
+
+    def values(self, name: str) -> list[float]:
+        return [v for n, v, _ in self.points if n == name]
+
+
+class BrokenEmbedder:
+    name, dim = "broken", 3
+
+    def embed(self, texts: Any) -> Any:
+        raise RuntimeError("model file missing")
+
+
+class BrokenStore:
+    def collection(self, name: str, tenant: str | None = None) -> Any:
+        raise ConnectionError("chroma unreachable")
+
+
+def policy(tmp_path, embedder: Any = _WORDLLAMA, store: Any = "chroma", **config: Any) -> ToolsPolicy:
+    services = Services(
+        tokens=TiktokenCounter(), metrics=Metrics(), embedder=embedder,
+        store=ChromaStore(StorageConfig(path=str(tmp_path / "store"))) if store == "chroma" else store,
+    )
+    return ToolsPolicy(ToolsConfig(**config), services)
+
+
+def exchange(messages: list[dict[str, Any]], tools: list[dict[str, Any]], session: str = "s", **body: Any) -> Exchange:
+    return Exchange(request_id="r", model="gpt-4o", messages=messages, tools=tools,
+                    body={"model": "gpt-4o", "messages": messages, "tools": tools, **body}, session_id=session)
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def actions(ex: Exchange) -> dict[str, dict[str, Any]]:
+    return {a.name: a.detail for a in ex.actions}
+
+
+async def test_always_keep_and_allowed_tools_are_forwarded(tmp_path):
+    p = policy(tmp_path, always_keep=["create_todo", "not_sent_by_client"])
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+        {"type": "function", "function": {"name": "set_timer"}}, {"type": "function", "function": {"name": "rent_car"}}]}}
+    ex = exchange(user("What will the weather be like in Oslo tomorrow?"), all_tools(), tool_choice=choice)
+    await p.on_request(ex)
+    kept = names(ex.tools)
+    assert {"create_todo", "set_timer", "rent_car", "get_weather_forecast"} <= set(kept)
+    assert sorted(actions(ex)["filter"]["forced"]) == ["create_todo", "rent_car", "set_timer"]
+    assert len(kept) <= 5 + 3
+
+
+async def test_tools_without_a_name_are_never_dropped(tmp_path):
+    p = policy(tmp_path)
+    odd = {"type": "web_search_preview"}
+    tools = all_tools(40) + [odd]
+    ex = exchange(user("Convert 10 euros to dollars"), tools)
+    await p.on_request(ex)
+    assert any(t is odd for t in ex.tools)
+    assert "convert_currency" in names([t for t in ex.tools if "function" in t])
+
+
+async def test_kept_tools_are_the_clients_dict_objects(tmp_path):
+    p = policy(tmp_path)
+    tools = all_tools()
+    ex = exchange(user("Book a taxi to the airport"), tools)
+    await p.on_request(ex)
+    assert ex.tools is not tools and all(any(k is t for t in tools) for k in ex.tools)
+    assert tools == all_tools()  # the client's list and dicts are untouched
+
+
+async def test_mid_task_the_latest_turn_steers_the_ranking(tmp_path):
+    p = policy(tmp_path, top_k=3)
+    vague = user("Do the next step now.")
+    alone = exchange(vague, all_tools(), session="alone")
+    await p.on_request(alone)
+    assert "get_weather_forecast" not in names(alone.tools)
+    mid_task = vague + [
+        {"role": "assistant", "content": "First I will check the conditions at your destination.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_air_quality", "arguments": '{"city": "Lisbon"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Air quality good. Next: temperature and rain forecast for Lisbon."},
+    ]
+    ex = exchange(mid_task, all_tools(), session="mid-task")
+    await p.on_request(ex)
+    relevance = json.loads(actions(ex)["filter"]["relevance"])
+    assert max(relevance, key=relevance.get) == "get_weather_forecast"
+    assert "get_air_quality" in names(ex.tools)
+
+
+async def test_without_any_intent_nothing_is_filtered_and_it_says_why(tmp_path):
+    p = policy(tmp_path)
+    tools = all_tools()
+    ex = exchange([{"role": "system", "content": ""}], tools)
+    await p.on_request(ex)
+    assert ex.tools is tools
+    assert actions(ex)["skipped"] == {"reason": "no_intent"}
+
+
+async def test_a_failing_embedder_falls_back_to_lexical_ranking_and_says_so(tmp_path):
+    p = policy(tmp_path, embedder=BrokenEmbedder())
+    ex = exchange(user("Track my package, tracking number 1Z999"), all_tools())
+    await p.on_request(ex)
+    assert "model file missing" in actions(ex)["degraded"]["reason"]
+    assert "track_package" in names(ex.tools) and len(ex.tools) <= 5
+
+
+async def test_an_unreachable_store_is_reported_and_ranking_goes_on_in_memory(tmp_path):
+    p = policy(tmp_path, store=BrokenStore())
+    ex = exchange(user("Translate this sentence into Italian"), all_tools())
+    await p.on_request(ex)
+    assert "chroma unreachable" in actions(ex)["store_failed"]["error"]
+    assert "translate_text" in names(ex.tools)
+
+
+async def test_the_catalog_stores_each_definition_once_in_chroma(tmp_path):
+    embedder = CountingEmbedder(_WORDLLAMA)
+    p = policy(tmp_path, embedder=embedder)
+    tools = all_tools()
+    await p.on_request(exchange(user("Find hotels in Rome"), tools))
+    collection = p.services.store.collection(f"tools_{CATALOG_VERSION}_{embedder.name}")
+    stored = collection.get(include=["metadatas"])
+    expected = sum(len(describe_tool(t).texts) for t in tools)
+    assert len(stored["ids"]) == expected
+    assert {m["name"] for m in stored["metadatas"]} == set(names(tools))
+    # A definition whose stored parts are incomplete is embedded again, and only that one.
+    weather = tools[5]
+    part_ids = [i for i, m in zip(stored["ids"], stored["metadatas"]) if m["name"] == "get_weather_forecast"]
+    collection.delete(ids=part_ids[-1:])
+    fresh = policy(tmp_path, embedder=embedder)
+    embedder.calls.clear()
+    await fresh.on_request(exchange(user("Is it going to snow in Oslo?"), tools))
+    assert embedder.calls == [describe_tool(weather).texts, ["Is it going to snow in Oslo?"]]
+
+
+async def test_an_edited_definition_is_a_new_catalog_entry(tmp_path):
+    embedder = CountingEmbedder(_WORDLLAMA)
+    p = policy(tmp_path, embedder=embedder)
+    tools = all_tools()
+    await p.on_request(exchange(user("Find hotels in Rome"), tools))
+    edited = [dict(t) for t in tools]
+    edited[3] = tool("search_hotels", "Find hotels and apartments in a city for given dates.", ["city", "check_in", "check_out"])
+    embedder.calls.clear()
+    await p.on_request(exchange(user("Find an apartment in Rome"), edited, session="s2"))
+    assert embedder.calls[0] == describe_tool(edited[3]).texts
+
+
+async def test_metrics_report_tools_in_out_tokens_saved_and_relevance(tmp_path):
+    p = policy(tmp_path)
+    ex = exchange(user("What is the price of Bitcoin right now?"), all_tools())
+    await p.on_request(ex)
+    metrics = p.services.metrics
+    detail = actions(ex)["filter"]
+    assert metrics.values("ctxwarden.tools.in") == [45]
+    assert metrics.values("ctxwarden.tools.out") == [len(ex.tools)]
+    assert metrics.values("ctxwarden.tools.tokens_saved") == [detail["tokens_saved"]]
+    counter = TiktokenCounter()
+    assert detail["tokens_before"] == counter.count_tools(all_tools(), "gpt-4o")
+    assert detail["tokens_after"] == counter.count_tools(ex.tools, "gpt-4o")
+    relevance = json.loads(detail["relevance"])
+    assert sorted(metrics.values("ctxwarden.tools.relevance")) == sorted(relevance.values())
+    assert max(relevance, key=relevance.get) == "get_crypto_price"
+    assert actions(ex)["confusion"] == {"tool_count": 45, "threshold": 30, "tool_tokens": detail["tokens_before"]}
+
+
+async def test_at_max_tools_nothing_happens(tmp_path):
+    p = policy(tmp_path, max_tools=45)
+    tools = all_tools()
+    ex = exchange(user("Play some jazz"), tools)
+    await p.on_request(ex)
+    assert ex.tools is tools and ex.actions == []
+
+
+@pytest.mark.parametrize("provider", ["minilm", "minilm+wordllama"])
+def test_offline_minilm_embedders_give_unit_vectors_that_rank_sensibly(provider):
+    embedder = build_embedder(EmbeddingsConfig(provider=provider))
+    vectors = np.asarray(embedder.embed(["book a flight to Rome", "reserve a plane ticket to Italy", "bake a chocolate cake"]))
+    assert vectors.shape == (3, embedder.dim)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+
+
+def test_the_ensemble_similarity_is_the_weighted_mean_of_its_parts():
+    from proxy.embeddings import MINILM_ENSEMBLE_WEIGHT
+
+    texts = ["search for flights", "find cheap airline tickets"]
+    ensemble = np.asarray(build_embedder(EmbeddingsConfig(provider="minilm+wordllama")).embed(texts))
+    minilm = np.asarray(build_embedder(EmbeddingsConfig(provider="minilm")).embed(texts))
+    wordllama = np.asarray(_WORDLLAMA.embed(texts))
+    expected = MINILM_ENSEMBLE_WEIGHT * minilm[0] @ minilm[1] + (1 - MINILM_ENSEMBLE_WEIGHT) * wordllama[0] @ wordllama[1]
+    assert ensemble[0] @ ensemble[1] == pytest.approx(expected, abs=1e-5)
+
+
+def test_bad_tools_settings_stop_start_up_naming_the_key():
+    from proxy.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError) as bad:
+        load_settings(None, {"policies": {"tools": {"weights": {"description": 0, "segments": 0}, "always_keep": "x"}},
+                             "embeddings": {"provider": "minilm-xl"}})
+    problems = "\n".join(bad.value.problems)
+    assert "policies.tools.weights" in problems and "policies.tools.always_keep" in problems
+    assert "embeddings.provider" in problems
