@@ -70,11 +70,18 @@ class TelemetryConfig(Strict):
     otlp_endpoint: str | None = None
 
 
-class EmbeddingsConfig(Strict):
+EmbeddingProvider = Literal["wordllama", "minilm", "minilm+wordllama", "litellm"]
+
+
+class EmbedderChoice(Strict):
     # wordllama (offline default) | minilm (all-MiniLM-L6-v2 int8 ONNX, offline) |
     # minilm+wordllama (their weighted ensemble, offline) | litellm (remote, e.g. text-embedding-3-small)
-    provider: Literal["wordllama", "minilm", "minilm+wordllama", "litellm"] = "wordllama"
+    provider: EmbeddingProvider = "wordllama"
     model: str | None = None
+
+
+class EmbeddingsConfig(EmbedderChoice):
+    per_policy: dict[str, EmbedderChoice] = {}  # e.g. {tools: {provider: minilm+wordllama}}
 
 
 class Settings(Strict):
@@ -142,6 +149,10 @@ def parse_settings(data: Any, source: str) -> Settings:
                 problems.append(f"policies.{name}: {exc}")
             except ValidationError as exc:
                 problems += [_describe(e, ("policies", name)) for e in exc.errors()]
+    per_policy = ((data.get("embeddings") or {}).get("per_policy") or {}) if isinstance(data.get("embeddings"), dict) else {}
+    for name in per_policy if isinstance(per_policy, dict) else []:
+        if name not in (raw_policies if isinstance(raw_policies, dict) else {}):
+            problems.append(f"embeddings.per_policy.{name}: no policy {name!r} is configured")
     if problems or settings is None:
         raise ConfigError(source, problems)
     settings.source = source

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .config import EmbeddingsConfig
+from .config import EmbedderChoice
 
 
 class CachedEmbedder:
@@ -180,7 +180,7 @@ def _unit(vector: list[float]) -> list[float]:
     return [x / norm for x in vector]
 
 
-def build_embedder(config: EmbeddingsConfig) -> CachedEmbedder:
+def build_embedder(config: EmbedderChoice) -> CachedEmbedder:
     if config.provider == "wordllama":
         return WordLlamaEmbedder()
     if config.provider == "minilm":

@@ -14,6 +14,7 @@ from policies.budget import BudgetPolicy
 
 from .config import Settings
 from .registry import policy_class
+from .services import services_for
 from .telemetry import Telemetry
 
 log = logging.getLogger("ctxwarden.pipeline")
@@ -28,7 +29,7 @@ class Pipeline:
         self.policies: list[Any] = []
         for name, cfg in settings.policy_configs().items():
             if getattr(cfg, "enabled", True):
-                self.policies.append(policy_class(name)(cfg, services))
+                self.policies.append(policy_class(name)(cfg, services_for(name, settings, services)))
         enabled = {p.name for p in self.policies}
         self.budget = (
             BudgetPolicy(settings.budget, services, [n for n in COMPRESSING_POLICIES if n in enabled])

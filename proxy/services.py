@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from policies.base import Exchange, Services
 from policies.tokens import TiktokenCounter
 
-from .config import Settings
+from .config import EmbedderChoice, Settings
 from .embeddings import build_embedder
 from .errors import ProxyError
 from .models import ModelInfo
@@ -23,8 +24,8 @@ log = logging.getLogger("ctxwarden.services")
 class LazyEmbedder:
     """Loads the embedding model on first use, so start-up stays fast when no policy embeds."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._config = settings.embeddings
+    def __init__(self, choice: EmbedderChoice) -> None:
+        self._config = choice
         self._impl: Any = None
 
     def _get(self) -> Any:
@@ -64,8 +65,16 @@ def build_services(settings: Settings, telemetry: Telemetry, upstream: Upstream,
     return Services(
         tokens=TiktokenCounter(),
         metrics=telemetry.metrics,
-        embedder=LazyEmbedder(settings),
+        embedder=LazyEmbedder(settings.embeddings),
         store=ChromaStore(settings.storage),
         complete=make_complete(upstream),
         context_window=models.context_window,
     )
+
+
+def services_for(policy_name: str, settings: Settings, services: Services) -> Services:
+    """A policy's services: the shared ones, with its own embedder if `embeddings.per_policy` names one."""
+    choice = settings.embeddings.per_policy.get(policy_name)
+    if choice is None:
+        return services
+    return dataclasses.replace(services, embedder=LazyEmbedder(choice))

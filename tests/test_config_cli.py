@@ -49,3 +49,20 @@ def test_check_config_command(tmp_path):
     fail = subprocess.run([sys.executable, "-m", "proxy.cli", "check-config", str(bad)], capture_output=True, text=True)
     assert fail.returncode == 2
     assert "budget.wran: unknown key" in fail.stderr and str(bad) in fail.stderr
+
+
+def test_a_policy_can_have_its_own_embedder():
+    from proxy.app import create_app
+
+    settings = load_settings(None, {"embeddings": {"per_policy": {"tools": {"provider": "minilm+wordllama"}}},
+                                    "storage": {"path": "/tmp/ctxw-unused"}})
+    pipeline = create_app(settings).state.pipeline
+    tools, clash = pipeline.policy("tools"), pipeline.policy("clash")
+    assert tools.services.embedder._config.provider == "minilm+wordllama"
+    assert clash.services.embedder._config.provider == "wordllama"
+    assert tools.services.tokens is clash.services.tokens  # everything else stays shared
+
+
+def test_per_policy_embedder_must_name_a_configured_policy():
+    with pytest.raises(ConfigError, match="embeddings.per_policy.tool: no policy 'tool' is configured"):
+        load_settings(None, {"embeddings": {"per_policy": {"tool": {"provider": "minilm"}}}})
