@@ -1,15 +1,20 @@
-"""Poisoning bench: HaluEval dialogue detection / false positives, and validation latency.
+"""Poisoning bench: HaluEval dialogue detection / false positives per mode, and validation latency.
 
-    .venv/bin/python bench/poisoning.py [--rows N] [--server-rows N] [--latency-answers N]
+    .venv/bin/python bench/poisoning.py [--rows N] [--dev N] [--server-rows N] [--latency-answers N]
 
 1. Every row's knowledge of ../shared/data/halueval-dialogue-dev.jsonl goes into one knowledge
    base (Chroma in a temp dir, wordllama vectors). Each row's right and hallucinated responses
    are judged as answers by the policy's on_response (the row's dialogue as the conversation),
-   with the default config (block ≥ 0.8, quarantine 0.5-0.8): detection = hallucinated answers
-   blocked or quarantined, false positives = right answers blocked or quarantined. Then the
-   trade-off over thresholds (an answer is flagged when its surest contradiction ≥ t).
-   A subset goes through the real server (official SDK → proxy → fake upstream) as a cross-check.
-2. Latency: on_response for 200-word answers against a 10,000-passage KB (p50/p95).
+   once per mode (`grounding: off`, the default, and `grounding: covered_subjects`), with the
+   default thresholds (block >= 0.8, quarantine 0.5-0.8): detection = hallucinated answers blocked
+   or quarantined, false positives = right answers blocked or quarantined. Rows are split: the
+   first --dev rows (500) were used to design and tune the checkers, the rest are held out (test);
+   both are reported. Then the trade-off over thresholds (an answer is flagged when its surest
+   contradiction, or unsupported claim, >= t), and the false positives on the right answers whose
+   every name/number already occurs in their own row's knowledge or dialogue (a proxy for a
+   closed domain, where the KB covers what a correct answer says).
+   A subset goes through the real server (official SDK -> proxy -> fake upstream) as a cross-check.
+2. Latency: on_response for 200-word answers against a 10,000-passage KB (p50/p95), per mode.
 The LLM judge is not measured: it needs a model, and this bench runs offline.
 """
 
@@ -18,18 +23,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
 import re
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from policies.assessment import assess_local  # noqa: E402
+from policies.claims import find_mentions, normalize  # noqa: E402
+from policies.fact_check import CONTRADICTED, UNSUPPORTED  # noqa: E402
 from policies.base import Answer, Exchange, Services  # noqa: E402
 from policies.knowledge import Document  # noqa: E402
 from policies.poisoning import PoisoningConfig, PoisoningPolicy  # noqa: E402
@@ -76,9 +85,16 @@ def dialogue(history: str) -> list[dict]:
     return messages or [{"role": "user", "content": "Hi"}]
 
 
-def make_policy(path: str, **config) -> PoisoningPolicy:
-    services = Services(tokens=NoTokens(), metrics=NoMetrics(), embedder=WordLlamaEmbedder(),
-                        store=ChromaStore(StorageConfig(path=path)))
+MODES = ("off", "covered_subjects")
+
+
+def make_services(path: str) -> Services:
+    return Services(tokens=NoTokens(), metrics=NoMetrics(), embedder=WordLlamaEmbedder(),
+                    store=ChromaStore(StorageConfig(path=path)))
+
+
+def make_policy(path: str | Services, **config) -> PoisoningPolicy:
+    services = path if isinstance(path, Services) else make_services(path)
     return PoisoningPolicy(PoisoningConfig(**config), services)
 
 
@@ -89,49 +105,104 @@ def exchange(n: int, messages: list[dict]) -> Exchange:
 # ----------------------------------------------------------------------------- HaluEval
 
 
-async def halueval(rows: list[dict], server_rows: int) -> None:
+@dataclass
+class Judged:
+    """One answer's fate: the policy's verdict and the confidence of its surest finding."""
+
+    outcome: str  # "pass" | "Block" | "Reject"
+    worst: float  # surest CONTRADICTED / UNSUPPORTED confidence (0 when none)
+
+
+async def judge_rows(policy: PoisoningPolicy, rows: list[dict]) -> dict[str, list[Judged]]:
+    out: dict[str, list[Judged]] = {"right": [], "hallucinated": []}
+    for n, row in enumerate(rows):
+        for label, key in (("right", "right_response"), ("hallucinated", "hallucinated_response")):
+            ex = exchange(n, dialogue(row["dialogue_history"]))
+            verdict = await policy.on_response(ex, Answer(text=row[key]))
+            checked = ex.state.get("validation", {}).get("checked", [])
+            worst = max((c["confidence"] for c in checked if c["verdict"] in (CONTRADICTED, UNSUPPORTED)), default=0.0)
+            out[label].append(Judged(type(verdict).__name__ if verdict else "pass", worst))
+    return out
+
+
+def grounded_in_row(row: dict) -> bool:
+    """Does the right answer name something, and does every name/number it has occur in its own
+    row's knowledge or dialogue? (A plain substring test, independent of the checker: the rows
+    where the KB covers what a correct answer says, as in a closed domain.)"""
+    source = f" {normalize(row['knowledge'] + ' ' + row['dialogue_history'])} "
+    mentions = find_mentions(row["right_response"])
+    return bool(mentions) and all(f" {normalize(m.text)} " in source for m in mentions)
+
+
+def _rate(items: list[Judged], flagged) -> str:
+    return f"{sum(1 for j in items if flagged(j)) / max(1, len(items)):6.1%}"
+
+
+def print_split(name: str, rows: list[dict], judged: dict[str, list[Judged]]) -> None:
+    total = len(rows)
+    low, high = PoisoningConfig().quarantine_band
+    h, r = judged["hallucinated"], judged["right"]
+    print(f"  {name}: {total} rows")
+    for label, items in (("detection", h), ("false positives", r)):
+        flagged = sum(1 for j in items if j.outcome != "pass")
+        blocked = sum(1 for j in items if j.outcome != "pass" and j.worst >= high)
+        print(f"    {label:16s} {flagged / total:6.1%}  (blocked {blocked / total:.1%}, quarantined {(flagged - blocked) / total:.1%})")
+    closed = [j for j, row in zip(r, rows) if grounded_in_row(row)]
+    print(f"    false positives on the {len(closed)} right answers that name things, all found in their own row: "
+          f"{_rate(closed, lambda j: j.outcome != 'pass').strip()}")
+
+
+def print_tradeoff(splits: list[tuple[str, dict[str, list[Judged]]]]) -> None:
+    print("    trade-off: flag an answer when its surest finding >= t")
+    print("       t  " + "".join(f"  {name + ' detection':>15s} {'FP':>6s} {'precision':>9s}" for name, _ in splits))
+    for t in THRESHOLDS:
+        line = f"    {t:4.2f}  "
+        for _, judged in splits:
+            d = sum(1 for j in judged["hallucinated"] if j.worst >= t)
+            f = sum(1 for j in judged["right"] if j.worst >= t)
+            n = len(judged["right"])
+            line += f"  {d / n:15.1%} {f / n:6.1%} {d / max(1, d + f):9.1%}"
+        print(line)
+
+
+async def halueval(rows: list[dict], dev_rows: int, server_rows: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        policy = make_policy(tmp)
-        kb = policy.kb()
+        services = make_services(tmp)
+        policies = {mode: make_policy(services, grounding=mode) for mode in MODES}
+        kb = policies["off"].kb()
         started = time.perf_counter()
         docs = [Document(f"row{n}", "\n".join(unglue(r["knowledge"])), {}) for n, r in enumerate(rows)]
         passages = kb.add(docs)
         print(f"knowledge base: {len(docs)} documents, {passages} passages, loaded in {time.perf_counter() - started:.1f} s")
-
-        outcome = {"right": [], "hallucinated": []}
-        worst = {"right": [], "hallucinated": []}
-        started = time.perf_counter()
-        for n, row in enumerate(rows):
-            for label, key in (("right", "right_response"), ("hallucinated", "hallucinated_response")):
-                ex = exchange(n, dialogue(row["dialogue_history"]))
-                verdict = await policy.on_response(ex, Answer(text=row[key]))
-                outcome[label].append(type(verdict).__name__ if verdict else "pass")
-                found = assess_local(row[key], kb, policy.checker).worst
-                worst[label].append(found.confidence if found else 0.0)
-        elapsed = time.perf_counter() - started
-        total = len(rows)
-        caught = sum(1 for o in outcome["hallucinated"] if o != "pass")
-        false = sum(1 for o in outcome["right"] if o != "pass")
-        print(f"\nlocal checker, default config (block >= 0.8, quarantine 0.5-0.8), {total} rows, "
-              f"{2 * total} answers in {elapsed:.1f} s:")
-        for label in ("hallucinated", "right"):
-            counts = {k: outcome[label].count(k) for k in ("Block", "pass")}
-            print(f"  {label:12s} blocked or quarantined {counts['Block']:4d}  passed {counts['pass']:4d}")
-        blocked_h = sum(1 for c in worst["hallucinated"] if c >= 0.8)
-        blocked_r = sum(1 for c in worst["right"] if c >= 0.8)
-        print(f"  detection rate      {caught / total:6.1%}  (blocked {blocked_h / total:.1%}, quarantined {(caught - blocked_h) / total:.1%})")
-        print(f"  false-positive rate {false / total:6.1%}  (blocked {blocked_r / total:.1%}, quarantined {(false - blocked_r) / total:.1%})")
-        print("\ntrade-off: flag an answer when its surest contradiction >= t")
-        print("     t   detection   false positives   precision")
-        for t in THRESHOLDS:
-            d = sum(1 for c in worst["hallucinated"] if c >= t)
-            f = sum(1 for c in worst["right"] if c >= t)
-            print(f"  {t:4.2f}     {d / total:6.1%}          {f / total:6.1%}       {d / max(1, d + f):6.1%}")
+        dev, test = rows[:dev_rows], rows[dev_rows:]
+        summary = []
+        for mode, policy in policies.items():
+            started = time.perf_counter()
+            judged = await judge_rows(policy, rows)
+            elapsed = time.perf_counter() - started
+            parts = {"dev": {k: v[:dev_rows] for k, v in judged.items()}, "test": {k: v[dev_rows:] for k, v in judged.items()}}
+            print(f"\npoisoning.grounding: {mode}  (local checker, block >= 0.8, quarantine 0.5-0.8; "
+                  f"{2 * len(rows)} answers in {elapsed:.1f} s)")
+            print_split(f"dev  (rows 0-{dev_rows - 1}, used for design and tuning)", dev, parts["dev"])
+            if test:
+                print_split(f"test (rows {dev_rows}-{len(rows) - 1}, held out)", test, parts["test"])
+            print_tradeoff([(name, part) for name, part in parts.items() if part["right"]])
+            for name, part in parts.items():
+                if part["right"]:
+                    n = len(part["right"])
+                    summary.append((mode, name, sum(j.outcome != "pass" for j in part["hallucinated"]) / n,
+                                    sum(j.outcome != "pass" for j in part["right"]) / n))
+        print("\nsummary (default thresholds: flagged = blocked or quarantined)")
+        print("  mode               split   detection   false positives")
+        for mode, name, d, f in summary:
+            print(f"  {mode:18s} {name:5s}    {d:6.1%}        {f:6.1%}")
         covered = sum(1 for r in rows if any(c.checkable for c in _claims(kb, r["hallucinated_response"])))
-        print(f"\nhallucinated answers with at least one checkable claim: {covered / total:.1%}")
+        print(f"\nhallucinated answers with at least one checkable claim: {covered / len(rows):.1%}")
         print("LLM judge: not measured (needs a model; this bench runs offline).")
         if server_rows:
-            await through_server(rows[:server_rows], docs, outcome)
+            for mode, policy in policies.items():
+                expected = await judge_rows(policy, rows[:server_rows])
+                await through_server(rows[:server_rows], docs, expected, mode)
 
 
 def _claims(kb, text):
@@ -140,7 +211,7 @@ def _claims(kb, text):
     return split_claims(text, kb.index.lexicon)
 
 
-async def through_server(rows: list[dict], docs: list[Document], expected: dict) -> None:
+async def through_server(rows: list[dict], docs: list[Document], expected: dict[str, list[Judged]], mode: str) -> None:
     """The same answers through the real proxy (SDK → proxy → fake upstream): same verdicts?"""
     import os
 
@@ -153,10 +224,12 @@ async def through_server(rows: list[dict], docs: list[Document], expected: dict)
     from proxy.local_server import LocalServer
 
     os.environ["CTXWARDEN_ADMIN_KEY"] = "bench"
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     fake = FakeUpstream()
     upstream = LocalServer(fake.app()).start()
     with tempfile.TemporaryDirectory() as tmp:
-        policies = {n: {"enabled": n == "poisoning"} for n in ("loops", "poisoning", "clash", "history", "archive", "tools")}
+        policies: dict = {n: {"enabled": n == "poisoning"} for n in ("loops", "poisoning", "clash", "history", "archive", "tools")}
+        policies["poisoning"]["grounding"] = mode
         settings = load_settings(None, {"upstream": {"base_url": f"{upstream.url}/v1", "api_key_env": None, "retries": 0},
                                         "storage": {"path": tmp}, "policies": policies})
         proxy = LocalServer(create_app(settings)).start()
@@ -172,10 +245,10 @@ async def through_server(rows: list[dict], docs: list[Document], expected: dict)
                 answer = client.chat.completions.create(model="gpt-4o", messages=dialogue(row["dialogue_history"]))
                 latencies.append((time.perf_counter() - started) * 1000)
                 flagged = answer.choices[0].finish_reason == "content_filter"
-                agree += flagged == (expected[label][n] != "pass")
+                agree += flagged == (expected[label][n].outcome != "pass")
         proxy.stop()
     upstream.stop()
-    print(f"\nthrough the real server ({len(rows)} rows, {2 * len(rows)} answers): verdicts agree with on_response "
+    print(f"\nthrough the real server, grounding {mode} ({len(rows)} rows, {2 * len(rows)} answers): verdicts agree with on_response "
           f"for {agree}/{2 * len(rows)}; request p50 {statistics.median(latencies):.1f} ms")
 
 
@@ -208,42 +281,49 @@ def synthetic_passages(count: int, rng: random.Random) -> list[str]:
 async def latency(rows: list[dict], answers: int, kb_size: int = 10_000) -> None:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
-        policy = make_policy(tmp)
-        kb = policy.kb()
+        services = make_services(tmp)
+        policies = {mode: make_policy(services, grounding=mode) for mode in MODES}
+        kb = policies["off"].kb()
         kb.add([Document(f"row{n}", "\n".join(unglue(r["knowledge"])), {}) for n, r in enumerate(rows)])
         synthetic = synthetic_passages(kb_size - len(kb.index), rng)  # one sentence each: one passage each
         kb.add([Document(f"synthetic{n}", text, {}) for n, text in enumerate(synthetic)])
         print(f"\nlatency: {len(kb.index)} passages in the KB")
         pool = [s for r in rows for s in (r["right_response"], r["hallucinated_response"])]
-        checks, hooks, flagged = [], [], 0
-        for n in range(answers):
+        texts = []
+        for _ in range(answers):
             words: list[str] = []
             while len(words) < 200:
                 words += rng.choice(pool).split()
-            text = " ".join(words[:200])
-            started = time.perf_counter()
-            assess_local(text, kb, policy.checker)  # claims → KB lookups → verdicts
-            checks.append((time.perf_counter() - started) * 1000)
-            ex = exchange(n, [{"role": "user", "content": "Tell me more."}])
-            started = time.perf_counter()
-            verdict = await policy.on_response(ex, Answer(text=text))  # + thread hop, decision, quarantine write, RF-005 scores
-            hooks.append((time.perf_counter() - started) * 1000)
-            flagged += verdict is not None
-        print(f"200-word answers ({answers}, {flagged} blocked or quarantined), local checker:")
-        for label, timings in (("check (assess_local)", checks), ("on_response, end to end", hooks)):
-            timings.sort()
-            p95 = timings[int(0.95 * (len(timings) - 1))]
-            print(f"  {label:25s} p50 {statistics.median(timings):5.1f} ms   p95 {p95:5.1f} ms   max {timings[-1]:6.1f} ms")
+            texts.append((" ".join(words[:200]), dialogue(rng.choice(rows)["dialogue_history"])))
+        for mode, policy in policies.items():
+            policy.kb().index  # loaded before timing, as in a running proxy
+            checks, hooks, flagged = [], [], 0
+            for n, (text, conversation) in enumerate(texts):
+                context = [m["content"] for m in conversation] if policy.grounder else [conversation[-1]["content"]]
+                started = time.perf_counter()
+                assess_local(text, policy.kb(), policy.checker, "", 4, context, policy.grounder)  # claims → KB lookups → verdicts
+                checks.append((time.perf_counter() - started) * 1000)
+                ex = exchange(n, conversation)
+                started = time.perf_counter()
+                verdict = await policy.on_response(ex, Answer(text=text))  # + thread hop, decision, quarantine write, RF-005 scores
+                hooks.append((time.perf_counter() - started) * 1000)
+                flagged += verdict is not None
+            print(f"grounding {mode}: 200-word answers ({answers}, {flagged} blocked or quarantined), local checker:")
+            for label, timings in (("check (assess_local)", checks), ("on_response, end to end", hooks)):
+                timings.sort()
+                p95 = timings[int(0.95 * (len(timings) - 1))]
+                print(f"  {label:25s} p50 {statistics.median(timings):5.1f} ms   p95 {p95:5.1f} ms   max {timings[-1]:6.1f} ms")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--dev", type=int, default=500, help="the first N rows are the dev split, the rest the test split")
     parser.add_argument("--server-rows", type=int, default=100)
     parser.add_argument("--latency-answers", type=int, default=200)
     args = parser.parse_args()
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()][: args.rows]
-    asyncio.run(halueval(rows, args.server_rows))
+    asyncio.run(halueval(rows, min(args.dev, len(rows)), args.server_rows))
     asyncio.run(latency(rows, args.latency_answers))
 
 

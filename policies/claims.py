@@ -260,18 +260,33 @@ def _lexicon_hits(text: str, lexicon: Mapping[str, str], max_ngram: int) -> list
 # ----------------------------------------------------------------------------- claims
 
 
-def split_claims(text: str, lexicon: Mapping[str, str] | None = None, context: str = "") -> list[Claim]:
+def split_claims(text: str, lexicon: Mapping[str, str] | None = None, context: str = "",
+                 conversation: str = "") -> list[Claim]:
     """The claims of `text`. `context` (text before it, e.g. the part of a stream already released)
-    gives "it" and "that one" in the first claim something to refer to."""
+    gives "it" and "that one" in the first claim something to refer to. `conversation` (the last
+    message before the answer) does so too, but only for claims that plainly refer back ("She also
+    wrote X" after "Has Kirsten Smith written others?"): a new topic must not inherit its subject."""
     claims: list[Claim] = []
-    previous_subject = _subject_of(find_mentions(split_sentences(context)[-1], lexicon)) if context.strip() else None
+    previous_subject = last_subject(context, lexicon)
+    earlier = last_subject(conversation, lexicon) if previous_subject is None else None
     for sentence in split_sentences(text):
         for clause in split_clauses(sentence):
             mentions = find_mentions(clause, lexicon)
-            claim = Claim(clause, mentions, context_subject=previous_subject, index=len(claims))
-            claims.append(claim)
+            subject = previous_subject or (earlier if refers_back(clause) or refers_to_someone(clause) else None)
+            claims.append(Claim(clause, mentions, context_subject=subject, index=len(claims)))
             previous_subject = _subject_of(mentions) or previous_subject
     return claims
+
+
+def last_subject(text: str, lexicon: Mapping[str, str] | None = None) -> Mention | None:
+    """What the last sentence of `text` is about, for "it" and "she" after it: its first name the
+    KB knows, else its first name ("Tell me about the Acme X200" is about the Acme X200)."""
+    sentences = split_sentences(text) if text.strip() else []
+    if not sentences:
+        return None
+    mentions = find_mentions(sentences[-1], lexicon)
+    known = [m for m in mentions if m.kind == "name" and lexicon and m.key in lexicon]
+    return known[0] if known else _subject_of(mentions)
 
 
 def _subject_of(mentions: list[Mention]) -> Mention | None:
@@ -283,6 +298,14 @@ def negated(text: str) -> bool:
     """True when the clause denies something ("did not direct", "never won")."""
     words = re.findall(r"[\w'’]+", text.lower().replace("’", "'"))
     return any(w in NEGATIONS or w.endswith("n't") for w in words)
+
+
+_PERSONAL = re.compile(r"\b(?:he|she|they|him|her|them|his|their)\b", re.IGNORECASE)
+
+
+def refers_to_someone(text: str) -> bool:
+    """True when the clause names someone by a pronoun ("She also wrote X", "plays for them")."""
+    return bool(_PERSONAL.search(text))
 
 
 def refers_back(text: str) -> bool:

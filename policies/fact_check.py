@@ -8,7 +8,8 @@ Two checkers share one result type:
 - `LLMJudge` (optional, `poisoning.judge_model`): asks a model through the upstream, with the
   nearest passages as evidence, and parses a JSON verdict.
 A claim the KB says nothing about is UNVERIFIABLE and passes: the KB is the reference, and
-silence is not a contradiction.
+silence is not a contradiction (unless `grounding: covered_subjects` says otherwise for the
+subjects the KB covers: grounding.py, UNSUPPORTED).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from .relations import CREATOR_FAMILY, Fact, extract_facts, has_relation_word
 SUPPORTED = "SUPPORTED"
 CONTRADICTED = "CONTRADICTED"
 UNVERIFIABLE = "UNVERIFIABLE"
+UNSUPPORTED = "UNSUPPORTED"  # grounding mode only: about a subject the KB covers, but not backed by it (grounding.py)
+# "Spielberg directed Titanic" where the KB says "Titanic is written by James Cameron" and names
+# Spielberg nowhere near it: a creator of the same work under a related relation is suspicious
+# (quarantine band: 0.7 × the relation's weight), never sure enough to block
+FAMILY_FACTOR = 0.7
 
 
 @dataclass
@@ -85,12 +91,12 @@ class LocalChecker:
             confidence = fact.relation.weight * s * _kind_agreement(fact.value, f.value)
             return ClaimCheck(claim.text, CONTRADICTED, confidence, p.text, p.id, fact.relation.kind)
         # a related relation ("directed by B" where the KB says "written by A"): suspicious, when the
-        # claimed person is not linked to the subject at all
+        # claimed person is not linked to the subject at all (FAMILY_FACTOR)
         family = [(f, p, s) for f, p, s in known
                   if fact.relation.name in CREATOR_FAMILY and f.relation.name in CREATOR_FAMILY]
         if family and not any(same_value(fact.value, f.value) for f, _, _ in known):
             f, p, s = max(family, key=lambda x: x[2])
-            return ClaimCheck(claim.text, CONTRADICTED, 0.55 * fact.relation.weight * s, p.text, p.id, fact.relation.kind)
+            return ClaimCheck(claim.text, CONTRADICTED, FAMILY_FACTOR * fact.relation.weight * s, p.text, p.id, fact.relation.kind)
         return unverifiable(claim)
 
     def _check_substitution(self, claim: Claim, neighbours: Sequence[tuple[Passage, float]], index: KnowledgeIndex) -> ClaimCheck:

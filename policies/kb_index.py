@@ -44,6 +44,8 @@ class KnowledgeIndex:
         self._facts: dict[str, list[tuple[Fact, str]]] = defaultdict(list)  # subject key → (fact, passage id)
         self._subject_tokens: dict[str, set[str]] = defaultdict(set)  # token → subject keys (fuzzy lookup)
         self._by_name: dict[str, set[str]] = defaultdict(set)  # name key → passage ids mentioning it
+        self._name_tokens: dict[str, set[str]] = defaultdict(set)  # token → name keys (fuzzy lookup of any name)
+        self._by_doc: dict[str, set[str]] = defaultdict(set)  # document id → its passage ids
         self._lexicon_counts: dict[str, int] = defaultdict(int)
         self.lexicon: dict[str, str] = {}  # name key → itself; known names found case-insensitively in claims
 
@@ -55,6 +57,7 @@ class KnowledgeIndex:
             if p.id in self.passages:
                 self.remove([p.id])
             self.passages[p.id] = p
+            self._by_doc[p.doc_id].add(p.id)
             for fact in p.facts:
                 self._facts[fact.subject.key].append((fact, p.id))
                 for token in fact.subject.key.split():
@@ -64,12 +67,17 @@ class KnowledgeIndex:
                     self._by_name[m.key].add(p.id)
                     self._lexicon_counts[m.key] += 1
                     self.lexicon[m.key] = m.key
+                    for token in m.key.split():
+                        self._name_tokens[token].add(m.key)
 
     def remove(self, passage_ids: Iterable[str]) -> None:
         for pid in passage_ids:
             p = self.passages.pop(pid, None)
             if p is None:
                 continue
+            self._by_doc[p.doc_id].discard(pid)
+            if not self._by_doc[p.doc_id]:
+                self._by_doc.pop(p.doc_id)
             for fact in p.facts:
                 entries = [e for e in self._facts.get(fact.subject.key, []) if e[1] != pid]
                 if entries:
@@ -85,11 +93,44 @@ class KnowledgeIndex:
                     if self._lexicon_counts[m.key] <= 0:
                         self._lexicon_counts.pop(m.key)
                         self.lexicon.pop(m.key, None)
+                        for token in m.key.split():
+                            self._name_tokens[token].discard(m.key)
 
     def passages_with(self, key: str, limit: int = 50) -> list[Passage]:
         """Passages that mention the name `key` (none for names so common they say nothing)."""
         ids = self._by_name.get(key, set())
         return [self.passages[pid] for pid in ids] if len(ids) <= limit else []
+
+    def passages_naming(self, key: str, limit: int = 50) -> list[tuple[Passage, float]]:
+        """Fresh passages that name `key` or a close variant ("Bloom" → "Orlando Bloom"), with how
+        well the names match; none for a name so common that it says nothing (> `limit` passages)."""
+        exact = self._by_name.get(key)
+        keys = {key: 1.0} if exact else {k: name_match(key, k) for k in self._similar_names(key)}
+        out: dict[str, tuple[Passage, float]] = {}
+        for k, score in keys.items():
+            ids = self._by_name.get(k, set())
+            if not score or len(ids) > limit:
+                continue
+            for pid in ids:
+                if pid not in out or out[pid][1] < score:
+                    out[pid] = (self.passages[pid], score)
+        return [entry for entry in out.values() if not entry[0].stale]
+
+    def document_passages(self, doc_id: str) -> list[Passage]:
+        return [self.passages[pid] for pid in self._by_doc.get(doc_id, ())]
+
+    def is_subject(self, key: str) -> bool:
+        """Does the KB state facts about `key` (not only mention it)?"""
+        return key in self._facts
+
+    def _similar_names(self, key: str) -> set[str]:
+        tokens = [t for t in key.split() if t not in STOP and len(t) > 2]
+        candidates: set[str] = set()
+        for t in tokens:
+            keys = self._name_tokens.get(t, set())
+            if len(keys) <= 50:
+                candidates |= keys
+        return {k for k in candidates if name_match(key, k) >= 0.85}
 
     def facts_about(self, subject: Mention) -> list[tuple[Fact, Passage, float]]:
         """Facts whose subject is `subject`, with how well the names match (1.0 exact)."""

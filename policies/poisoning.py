@@ -7,6 +7,9 @@
   checked the same way, and against the flag rules (prompt injection in tool results); a bad one
   is replaced by a short note (`input_action: drop`) or the request is refused (`reject`).
   Verdicts are cached per message hash, so a growing conversation costs one check per new message.
+- Grounding (`grounding: covered_subjects`, opt-in, answers only): a claim about a subject the KB
+  covers that the KB does not back (an invented cast member, a made-up date) is UNSUPPORTED and
+  goes through the same thresholds (grounding.py). Off by default: what the KB does not say passes.
 - Metrics: checked items, blocked attempts and quarantined items by type, the poisoning rate over
   `alert_window` seconds with a log alert above `alert_rate`, the quarantine size by type.
 The admin API (KB documents, quarantine review) is in poisoning_admin.py.
@@ -23,12 +26,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .assessment import Assessment, apply_judge, assess_local
 from .base import Answer, BasePolicy, Block, Exchange, Message, Reject, Services, Verdict, content_text, last_user_index, stable_hash
-from .fact_check import ClaimCheck, LLMJudge, LocalChecker
+from .fact_check import CONTRADICTED, UNSUPPORTED, ClaimCheck, LLMJudge, LocalChecker
 from .flag_rules import FlagRules, FlagRulesConfig
+from .grounding import Grounder
 from .knowledge import KnowledgeBase
 from .poisoning_stats import PoisoningStats
 from .quarantine import APPROVED, REJECTED, QuarantineStore
@@ -61,6 +65,12 @@ class PoisoningConfig(BaseModel):
     on_failure: Literal["pass", "block"] = "pass"
     kb_refresh_s: float = Field(5.0, ge=0)
     cache_size: int = Field(10_000, ge=0)
+    grounding: Literal["off", "covered_subjects"] = "off"
+
+    @field_validator("grounding", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
 
     @model_validator(mode="after")
     def _band_ordered(self) -> "PoisoningConfig":
@@ -79,10 +89,18 @@ class Finding:
     evidence: str  # the KB fact, or the flag rule that matched
     confidence: float
     flagged: bool = False  # matched a flag rule (no KB involved)
+    verdict: str = CONTRADICTED  # or UNSUPPORTED (grounding mode): the KB covers the subject but does not say this
 
     @classmethod
     def of(cls, check: ClaimCheck) -> "Finding":
-        return cls(check.kind or "contradiction", check.claim, check.evidence, check.confidence)
+        return cls(check.kind or "contradiction", check.claim, check.evidence, check.confidence, verdict=check.verdict)
+
+    def against_kb(self, may: bool = False) -> str:
+        """How the claim stands against the knowledge base, for notices."""
+        if self.verdict == UNSUPPORTED:
+            return (f'{"may not be" if may else "is not"} backed by the knowledge base, which says about this: '
+                    f'"{self.evidence}"')
+        return f'{"may contradict" if may else "contradicts"} the knowledge base: "{self.evidence}"'
 
 
 class PoisoningPolicy(BasePolicy):
@@ -93,6 +111,7 @@ class PoisoningPolicy(BasePolicy):
     def __init__(self, config: PoisoningConfig, services: Services) -> None:
         super().__init__(config, services)
         self.checker = LocalChecker(config.similarity_floor)
+        self.grounder = Grounder() if config.grounding == "covered_subjects" else None
         self.judge = (LLMJudge(services.complete, config.judge_model)
                       if config.judge_model and config.judge_when != "never" and services.complete else None)
         self.flags = FlagRules(config.flag_rules)
@@ -134,7 +153,8 @@ class PoisoningPolicy(BasePolicy):
         context = _OUR_NOTES.sub("", answer.prior_text) if answer.partial else ""
         started = time.perf_counter()
         try:
-            assessment = await asyncio.to_thread(assess_local, text, self.kb(ex.tenant), self.checker, context, self.config.top_k)
+            assessment = await asyncio.to_thread(assess_local, text, self.kb(ex.tenant), self.checker, context,
+                                                 self.config.top_k, self._conversation(ex), self.grounder)
             await self._judge(ex, assessment)
         except Exception as exc:
             return self._failed(ex, exc, "answer")
@@ -164,18 +184,32 @@ class PoisoningPolicy(BasePolicy):
             return self._act(ex, finding)
         return await self._quarantine_answer(ex, finding, full_text)
 
+    def _conversation(self, ex: Exchange) -> list[str]:
+        """The texts before the answer: all of them when grounding (what the user or a tool said is
+        grounded), else only the last (what "she" in the answer's first claim may refer to)."""
+        texts: list[str] = []
+        for message in reversed(ex.messages):
+            text = _OUR_NOTES.sub("", content_text(message))
+            if text.strip():
+                texts.append(text)
+                if self.grounder is None:
+                    break
+        return texts[::-1]
+
     def _act(self, ex: Exchange, finding: Finding) -> Verdict | None:
-        notice = (f'{MARK} Content rejected: hallucination detected. The claim "{finding.claim}" contradicts the '
-                  f'knowledge base: "{finding.evidence}" (confidence {finding.confidence:.2f}).')
+        notice = (f'{MARK} Content rejected: hallucination detected. The claim "{finding.claim}" {finding.against_kb()} '
+                  f'(confidence {finding.confidence:.2f}).')
         self._count_blocked(finding, "answer", self.config.action)
         ex.state["poisoning.answer"] = finding.kind
         if self.config.action == "annotate":
-            self.record(ex, "annotated", claim=finding.claim, evidence=finding.evidence, kind=finding.kind)
+            self.record(ex, "annotated", claim=finding.claim, evidence=finding.evidence, kind=finding.kind,
+                        verdict=finding.verdict)
+            label = "unsupported" if finding.verdict == UNSUPPORTED else "hallucination"
             ex.response_headers["x-ctxwarden-warning"] = _header_safe(
-                f'hallucination; claim="{finding.claim}"; kb="{finding.evidence}"; confidence={finding.confidence:.2f}')
+                f'{label}; claim="{finding.claim}"; kb="{finding.evidence}"; confidence={finding.confidence:.2f}')
             return None
         self.record(ex, "blocked", claim=finding.claim, evidence=finding.evidence, kind=finding.kind,
-                    confidence=round(finding.confidence, 3))
+                    confidence=round(finding.confidence, 3), verdict=finding.verdict)
         if self.config.action == "error":
             return Reject(422, "hallucination_detected", notice.removeprefix(MARK).strip())
         return Block("hallucination_detected", notice)
@@ -186,12 +220,12 @@ class PoisoningPolicy(BasePolicy):
             evidence=finding.evidence, confidence=finding.confidence, request_id=ex.request_id,
             session=ex.session_id, model=ex.model)
         ex.state["poisoning.answer"] = finding.kind
-        self.record(ex, "quarantined", quarantine_id=item["id"], claim=finding.claim, kind=finding.kind)
+        self.record(ex, "quarantined", quarantine_id=item["id"], claim=finding.claim, kind=finding.kind, verdict=finding.verdict)
         self.services.metrics.add("ctxwarden.poisoning.quarantined", 1, type=finding.kind, source="answer")
         await self._update_quarantine_gauge()
         return Block("quarantined", (
             f'{MARK} This answer is held for human review (quarantine id {item["id"]}): the claim "{finding.claim}" '
-            f'may contradict the knowledge base: "{finding.evidence}" (confidence {finding.confidence:.2f}).'))
+            f'{finding.against_kb(may=True)} (confidence {finding.confidence:.2f}).'))
 
     async def _judge(self, ex: Exchange, assessment: Assessment) -> None:
         if self.judge is None or not assessment.checks:

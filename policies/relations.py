@@ -101,6 +101,11 @@ def extract_facts(text: str, mentions: list[Mention], context_subject: Mention |
     return facts
 
 
+def relations_in(text: str) -> set[str]:
+    """The names of the relations the text's words express ("directed" → directed_by)."""
+    return {_BY_WORD[w].name for w in (w.lower() for w in _WORD.findall(text)) if w in _BY_WORD}
+
+
 def has_relation_word(text: str) -> bool:
     """Does the text use a relation the lexicon knows ("wrote", "located", "genre")?"""
     return any(w.lower() in _BY_WORD for w in _WORD.findall(text))
@@ -133,8 +138,13 @@ def _facts_at(text: str, words: list[tuple[str, int, int]], i: int, rel: Relatio
         if rel.name == "starring" and not into:  # "W stars A", "W is starring A", "It starred A"
             works = left_names[-1:] or pronoun_subject
             return [Fact(w, rel, a) for w in works for a in right_names]
-        # active: "A wrote W", "A starred in W"; "he wrote W" has no known agent
-        if not left_names or _pronoun_right_before(words, i):
+        # active: "A wrote W", "A starred in W"; "He also wrote W": the person named just before
+        if _pronoun_right_before(words, i):  # "Jane and her sister wrote W": no single agent
+            agent = context_subject if context_subject is not None and _looks_like_person(context_subject) else None
+            if agent is None or left_names:
+                return []
+            return [Fact(w, rel, agent) for w in right_names if w.key != agent.key]
+        if not left_names:
             return []
         agent = left_names[-1]
         works = right_names or ([context_subject] if context_subject and refers_back(text[words[i][2]:]) else [])
@@ -143,6 +153,14 @@ def _facts_at(text: str, words: list[tuple[str, int, int]], i: int, rel: Relatio
     subjects = left_names[-1:] or pronoun_subject
     values = right[:3] if rel.name in ("genre", "nationality") or rel.kind == "wrong_location" else right[:1]
     return [Fact(s, rel, v) for s in subjects for v in values if v.key != s.key]
+
+
+def _looks_like_person(m: Mention) -> bool:
+    """"Steven Spielberg", "J.K. Rowling": two or three capitalised words, no article, connector or
+    digit (a work's title is rarely shaped like that: "The Terminator", "Titanic", "Heart of Darkness")."""
+    words = m.text.split()
+    return (m.kind == "name" and 2 <= len(words) <= 3 and all(w[:1].isupper() for w in words)
+            and words[0].lower() not in ("the", "a", "an") and not any(ch.isdigit() for ch in m.text))
 
 
 def _names(mentions: list[Mention]) -> list[Mention]:

@@ -2,7 +2,7 @@
 
 - relevance: cosine similarity of the answer and the user's last message (embeddings);
 - accuracy: 1.0 with no verifiable claim; else the share of decided claims the KB supports
-  (a contradicted claim counts 1 - its confidence);
+  (a contradicted claim, or with grounding an unsupported one, counts 1 - its confidence);
 - freshness: the share of KB passages used as evidence that are not past their `valid_until`
   (stale passages are never used to judge, so this is 1.0 unless evidence went stale);
 - completeness: with `response_format` json_schema, the share of required fields the JSON answer
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .fact_check import CONTRADICTED, SUPPORTED, ClaimCheck
+from .fact_check import CONTRADICTED, SUPPORTED, UNSUPPORTED, ClaimCheck
 
 WEIGHTS = {"relevance": 0.3, "accuracy": 0.4, "freshness": 0.1, "completeness": 0.2}
 
@@ -38,7 +38,7 @@ class Scores:
 
 
 def accuracy(checks: Sequence[ClaimCheck]) -> float:
-    decided = [c for c in checks if c.verdict in (SUPPORTED, CONTRADICTED)]
+    decided = [c for c in checks if c.verdict in (SUPPORTED, CONTRADICTED, UNSUPPORTED)]
     if not decided:
         return 1.0  # no verifiable claim (RF-005)
     return sum(1.0 if c.verdict == SUPPORTED else 1.0 - c.confidence for c in decided) / len(decided)

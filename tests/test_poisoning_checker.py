@@ -22,6 +22,7 @@ KB = [
     "Paris has a population of 2.1 million.",
     "Claude 3 release date: March 2024",
     "The Good Doctor (Thriller Film) : `~Film Executive Produced`: Orlando Bloom",
+    "James Cameron directed The Terminator.",
 ]
 
 
@@ -32,9 +33,9 @@ def index() -> KnowledgeIndex:
     return idx
 
 
-def verdict(index: KnowledgeIndex, text: str, context: str = ""):
+def verdict(index: KnowledgeIndex, text: str, context: str = "", conversation: str = ""):
     checker = LocalChecker()
-    checks = [checker.check(c, index, []) for c in split_claims(text, index.lexicon, context) if c.checkable]
+    checks = [checker.check(c, index, []) for c in split_claims(text, index.lexicon, context, conversation) if c.checkable]
     bad = [c for c in checks if c.verdict == CONTRADICTED]
     if bad:
         return max(bad, key=lambda c: c.confidence)
@@ -101,6 +102,29 @@ def test_it_refers_to_the_previous_sentence(index):
     assert check is None  # nothing to compare
     check = verdict(index, "The Good Doctor was a great movie. Marin Hinkle actually produced it!")
     assert check.verdict == CONTRADICTED and "Orlando Bloom" in check.evidence
+
+
+def test_he_is_the_person_named_just_before(index):
+    check = verdict(index, "Steven Spielberg was the director of Jaws. He also directed The Terminator.")
+    assert check.verdict == CONTRADICTED and check.confidence >= 0.8
+    assert check.evidence == "James Cameron directed The Terminator."
+    assert verdict(index, "James Cameron is great. He also directed The Terminator.").verdict == SUPPORTED
+    assert verdict(index, "I loved The Abyss. He also directed The Terminator.") is None  # a title is no "he"
+
+
+def test_he_in_the_first_claim_is_whom_the_last_message_named(index):
+    check = verdict(index, "He also wrote Heart of Darkness.", conversation="Has Mark Twain written any novels?")
+    assert check.verdict == CONTRADICTED and check.evidence == "Heart of Darkness is written by Joseph Conrad."
+    claims = split_claims("Heart of Darkness is great. It is long.", index.lexicon, conversation="Did Mark Twain write novels?")
+    assert claims[0].context_subject is None  # no "he"/"it": a new topic does not inherit the subject
+    assert claims[1].context_subject.text == "Heart of Darkness"  # the answer's own subject comes first
+
+
+def test_a_related_role_given_to_a_stranger_is_suspicious_not_sure(index):
+    check = verdict(index, "Steven Spielberg directed Heart of Darkness.")  # the KB: written by Joseph Conrad
+    assert check.verdict == CONTRADICTED and 0.5 <= check.confidence < 0.8  # quarantined for review, never blocked
+    assert check.evidence == "Heart of Darkness is written by Joseph Conrad."
+    assert verdict(index, "Joseph Conrad directed Heart of Darkness.") is None  # the same person: maybe both roles
 
 
 def test_stale_passages_are_not_used_to_judge():
