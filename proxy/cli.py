@@ -72,9 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_logging(level_name: str) -> None:
+    level = getattr(logging, level_name.upper(), logging.INFO)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # httpx logs every upstream request at INFO: a line per request on the hot path.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    configure_logging(getattr(args, "log_level", "info"))
     try:
         return args.func(args)
     except ConfigError as exc:
