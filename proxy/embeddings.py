@@ -4,7 +4,9 @@ Vectors are unit length and cached per text hash, so a text seen before costs a 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import importlib.util
 import os
 import threading
@@ -54,11 +56,23 @@ class CachedEmbedder:
         return out  # type: ignore[return-value]
 
 
+@contextlib.contextmanager
+def _root_logging_kept():
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
+
+
 class WordLlamaEmbedder(CachedEmbedder):
     def __init__(self, dim: int = 256) -> None:
         super().__init__("wordllama-l2_supercat", dim)
-        import wordllama
-        from wordllama import WordLlama
+        with _root_logging_kept():  # wordllama calls logging.basicConfig(level=INFO) at import
+            import wordllama
+            from wordllama import WordLlama
 
         self._model = WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True, dim=dim)
 
