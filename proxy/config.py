@@ -110,11 +110,12 @@ def default_yaml_text() -> str:
     return importlib.resources.files("config").joinpath("ctxwarden.yaml").read_text(encoding="utf-8")
 
 
-def _merge(base: Any, over: Any) -> Any:
+def merge_config(base: Any, over: Any) -> Any:
+    """`over` merged into `base`, mapping by mapping (the later file wins key by key)."""
     if isinstance(base, dict) and isinstance(over, dict):
         merged = dict(base)
         for key, value in over.items():
-            merged[key] = _merge(base.get(key), value) if key in base else value
+            merged[key] = merge_config(base.get(key), value) if key in base else value
         return merged
     return over
 
@@ -175,7 +176,7 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
             raise ConfigError(source, [f"not valid YAML: {exc}"]) from exc
         if not isinstance(user, dict):
             raise ConfigError(source, ["the top level must be a mapping of sections"])
-        data = _merge(data, user)
+        data = merge_config(data, user)
     if overrides:
-        data = _merge(data, overrides)
+        data = merge_config(data, overrides)
     return parse_settings(data, source)

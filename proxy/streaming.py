@@ -87,12 +87,21 @@ class StreamRelay:
                 self.outcome = "cut"
                 yield sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")
         except httpx.HTTPError as exc:
-            self.outcome = "cut"
-            yield sse.error_event(f"The upstream stream failed: {type(exc).__name__}.", "upstream_stream_cut")
+            yield self._cut(exc)
         finally:
-            await response.aclose()
-            if self.on_finish:
-                await self.on_finish(self.outcome)
+            await self._close(response)
+
+    def _cut(self, exc: Exception) -> bytes:
+        """The in-stream error event that ends a stream the upstream broke off."""
+        self.outcome = "cut"
+        if isinstance(exc, ProxyError):
+            return sse.error_event(exc.message, exc.code)
+        return sse.error_event(f"The upstream stream failed: {type(exc).__name__}.", "upstream_stream_cut")
+
+    async def _close(self, response: httpx.Response) -> None:
+        await response.aclose()
+        if self.on_finish:
+            await self.on_finish(self.outcome)
 
     # ------------------------------------------------------------------ parsed modes
 
@@ -132,16 +141,10 @@ class StreamRelay:
                     yield _finish_as_stop(out) if only_dropped else out
                 yield sse.DONE
                 return
-        except ProxyError as exc:
-            self.outcome = "cut"
-            yield sse.error_event(exc.message, exc.code)
-        except httpx.HTTPError as exc:
-            self.outcome = "cut"
-            yield sse.error_event(f"The upstream stream failed: {type(exc).__name__}.", "upstream_stream_cut")
+        except (ProxyError, httpx.HTTPError) as exc:
+            yield self._cut(exc)
         finally:
-            await response.aclose()
-            if self.on_finish:
-                await self.on_finish(self.outcome)
+            await self._close(response)
 
     async def _round(self, response: httpx.Response, calls: list, finish_events: list) -> AsyncIterator[bytes | None]:
         """One upstream stream. Yields bytes for the client; yields None once [DONE] arrived."""

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pytest
 
 from proxy.app import create_app
-from proxy.config import load_settings
+from proxy.config import load_settings, merge_config
 from proxy.fake_upstream import FakeUpstream
 from proxy.local_server import LocalServer
 
@@ -39,7 +39,7 @@ def start_proxy(fake: FakeUpstream, tmp_path) -> Callable[..., LocalServer]:
             "upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None, "retries": 0, "backoff_s": 0.01},
             "storage": {"path": str(tmp_path / "store")},
         }
-        settings = load_settings(None, _merge(base, overrides or {}))
+        settings = load_settings(None, merge_config(base, overrides or {}))
         app = create_app(settings, **kwargs)
         server = LocalServer(app).start()
         server.app = app  # type: ignore[attr-defined]
@@ -55,12 +55,3 @@ def openai_client(server: LocalServer, **kwargs: Any):
     import openai
 
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=kwargs.pop("api_key", "sk-test"), max_retries=0, **kwargs)
-
-
-def _merge(base: Any, over: Any) -> Any:
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = _merge(base.get(k), v) if k in base else v
-        return out
-    return over
