@@ -81,6 +81,16 @@ async def throughput(url: str, body: dict, total: int, concurrency: int = 32) ->
         return total / (time.perf_counter() - t0)
 
 
+async def post_all(url: str, bodies: list[dict], concurrency: int) -> None:
+    queue = list(bodies)
+    async with httpx.AsyncClient(timeout=120) as client:
+        async def worker() -> None:
+            while queue:
+                (await client.post(f"{url}/v1/chat/completions", json=queue.pop())).raise_for_status()
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
 def stream_timing(fake: str, url: str, chunk_delay_s: float = 0.02) -> tuple[float, list[float]]:
     """Time to the first content chunk, and the gaps between content chunks, at the client."""
     httpx.post(f"{fake}/_script", json=[{"content": "one two three four five six seven eight nine ten",
@@ -111,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--mem-requests", type=int, default=10_000)
+    parser.add_argument("--varied", type=int, default=2000, help="different agent conversations for the memory check")
     args = parser.parse_args()
 
     fake, fake_url = start_fake()
@@ -152,6 +163,14 @@ def main() -> None:
         print(f"  agent request actions: {actions}")
         report_latency("b: default policies, agent request (40 messages, 50 tools)", sequential(fake_url, proxy_url, body, max(200, args.n // 10)))
         print(f"  proxy RSS after: {proxy.rss_mb():.1f} MB")
+        marks = []
+        per = args.varied // 4
+        for quarter in range(4):
+            bodies = [agent_request(seed=1000 + quarter * per + i) for i in range(per)]
+            asyncio.run(post_all(proxy_url, bodies, concurrency=8))
+            marks.append(proxy.rss_mb())
+        print(f"\n[memory, default policies] RSS over {args.varied} different agent conversations: "
+              + " → ".join(f"{m:.1f}" for m in marks) + " MB")
         proxy.stop()
     finally:
         fake.stop()

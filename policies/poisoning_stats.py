@@ -11,11 +11,15 @@ log = logging.getLogger("ctxwarden.poisoning")
 
 
 class PoisoningStats:
+    """Counts per one-second bucket with running window totals: O(1) per observation and memory
+    bounded by the window's length in seconds, whatever the traffic."""
+
     def __init__(self, window_s: float, alert_rate: float, min_samples: int = 20) -> None:
         self.window_s = window_s
         self.alert_rate = alert_rate
         self.min_samples = min_samples
-        self._events: deque[tuple[float, str | None]] = deque()  # (time, poisoning type or None when clean)
+        self._buckets: deque[tuple[int, Counter[str]]] = deque()  # (second, {"checked": n, kind: n})
+        self._window: Counter[str] = Counter()  # the sum of the buckets still in the window
         self._totals: Counter[str] = Counter()
         self._alerting = False
         self._lock = threading.Lock()
@@ -24,21 +28,27 @@ class PoisoningStats:
         """Count one checked item (kind = its poisoning type, None if clean).
         Returns the window's rate and True when this observation raised the alert."""
         now = time.monotonic() if now is None else now
+        second = int(now)
         with self._lock:
-            self._events.append((now, kind))
+            if not self._buckets or self._buckets[-1][0] != second:
+                self._buckets.append((second, Counter()))
+            bucket = self._buckets[-1][1]
+            for counter in (bucket, self._window):
+                counter["checked"] += 1
+                if kind:
+                    counter[f"poisoned:{kind}"] += 1
             self._totals["checked"] += 1
             if kind:
                 self._totals[f"poisoned:{kind}"] += 1
-            while self._events and self._events[0][0] < now - self.window_s:
-                self._events.popleft()
-            total = len(self._events)
-            bad = sum(1 for _, k in self._events if k)
+            while self._buckets and self._buckets[0][0] < now - self.window_s:
+                self._window.subtract(self._buckets.popleft()[1])
+            total = self._window["checked"]
+            bad = sum(v for k, v in self._window.items() if k.startswith("poisoned:"))
             rate = bad / total if total else 0.0
             raise_alert = total >= self.min_samples and rate > self.alert_rate and not self._alerting
             if raise_alert:
                 log.warning("poisoning alert: %.1f%% of %d checked items in the last %.0f s were poisoned (alert_rate %.1f%%)",
                             rate * 100, total, self.window_s, self.alert_rate * 100)
-            if raise_alert:
                 self._alerting = True
             elif self._alerting and rate <= 0.8 * self.alert_rate:  # hysteresis: no flapping around the level
                 self._alerting = False
@@ -46,8 +56,8 @@ class PoisoningStats:
 
     def snapshot(self) -> dict:
         with self._lock:
-            kinds = Counter(k for _, k in self._events if k)
-            total = len(self._events)
+            kinds = Counter({k.split(":", 1)[1]: v for k, v in self._window.items() if k.startswith("poisoned:") and v > 0})
+            total = self._window["checked"]
             return {
                 "window_s": self.window_s,
                 "checked_in_window": total,

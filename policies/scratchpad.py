@@ -96,6 +96,9 @@ class _Entry:
     persisted: bool = False
 
 
+MEMORY_BYTES = 64 * 1024 * 1024  # archived text held in memory in front of Chroma, at most
+
+
 class Scratchpad:
     """Archived texts per tenant: memory (bounded) in front of Chroma (persistent)."""
 
@@ -103,6 +106,7 @@ class Scratchpad:
         self.services = services
         self.memory: OrderedDict[tuple[str | None, str], _Entry] = OrderedDict()
         self.memory_entries = memory_entries
+        self.memory_bytes = 0  # the texts' total size: big archived spans are bounded by bytes too
         self._pending: dict[tuple[str | None, str], _Entry] = {}
         self._flusher: asyncio.Task | None = None
         self.persist_errors = 0
@@ -122,6 +126,7 @@ class Scratchpad:
             return False
         entry = _Entry(text, {**meta, "created": time.time()})
         self.memory[key] = entry
+        self.memory_bytes += len(text)
         self._evict()
         if self.services.store is not None:
             self._pending[key] = entry
@@ -135,11 +140,12 @@ class Scratchpad:
         lost here while the store is down comes back with the next request that carries it."""
         for only_persisted in (True, False):
             for key in list(self.memory):
-                if len(self.memory) <= self.memory_entries:
+                if len(self.memory) <= self.memory_entries and self.memory_bytes <= MEMORY_BYTES:
                     return
                 entry = self.memory[key]
                 if key not in self._pending and (entry.persisted or not only_persisted or self.services.store is None):
                     del self.memory[key]
+                    self.memory_bytes -= len(entry.text)
 
     def _schedule_flush(self) -> None:
         if self._flusher is None or self._flusher.done():
