@@ -61,8 +61,9 @@ def start_proxy(upstream_url: str, config: dict) -> tuple[Process, str]:
               "storage": {"path": store}, **config}
     path = Path(store) / "bench.yaml"
     path.write_text(yaml.safe_dump(merged))
+    # As in the Docker image: two malloc arenas keep RSS close to the live heap with worker threads.
     proc = Process([sys.executable, "-m", "proxy.cli", "serve", "--config", str(path), "--log-level", "error"],
-                   f"http://127.0.0.1:{port}/healthz")
+                   f"http://127.0.0.1:{port}/healthz", env={"MALLOC_ARENA_MAX": "2"})
     return proc, f"http://127.0.0.1:{port}"
 
 
