@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .base import Exchange, Message, Services, content_text
 from .extractive import Line, lines_of_summary, select_lines, summarize_messages
@@ -83,40 +83,33 @@ class Summarizer:
 
     async def span(self, messages: Sequence[Message], ex: Exchange, source_tokens: int, max_tokens: int | None = None) -> SummaryResult:
         """Summarize original messages."""
-        words = word_budget(source_tokens, max_tokens)
-        if self.model:
-            prompt = [
-                {"role": "system", "content": SUMMARY_PROMPT.format(words=words)},
-                {"role": "user", "content": render_transcript(messages)},
-            ]
-            result = await self._llm(prompt, ex)
-            if result.error is None:
-                return result
-        else:
-            result = None
+        result = await self._try_llm(SUMMARY_PROMPT, lambda: render_transcript(messages), ex, source_tokens, max_tokens)
+        if result is not None and result.error is None:
+            return result
         started = time.perf_counter()
         text = await asyncio.to_thread(summarize_messages, messages, max_tokens, self._count(ex.model))
         return self._extractive(text, started, result)
 
     async def merge(self, texts: Sequence[str], ex: Exchange, source_tokens: int, max_tokens: int | None = None) -> SummaryResult:
         """One summary from the summaries of consecutive spans (roll-up, or a cap under pressure)."""
-        if self.model:
-            words = word_budget(source_tokens, max_tokens)
-            prompt = [
-                {"role": "system", "content": MERGE_PROMPT.format(words=words)},
-                {"role": "user", "content": "\n\n".join(texts)},
-            ]
-            result = await self._llm(prompt, ex)
-            if result.error is None:
-                return result
-        else:
-            result = None
+        result = await self._try_llm(MERGE_PROMPT, lambda: "\n\n".join(texts), ex, source_tokens, max_tokens)
+        if result is not None and result.error is None:
+            return result
         started = time.perf_counter()
         lines: list[Line] = []
         for text in texts:
             lines += [Line(len(lines), l.text, l.score) for l in lines_of_summary(text)]
         merged = await asyncio.to_thread(select_lines, lines, max_tokens, self._count(ex.model))
         return self._extractive(merged, started, result)
+
+    async def _try_llm(self, system_prompt: str, content: Callable[[], str], ex: Exchange, source_tokens: int,
+                       max_tokens: int | None) -> SummaryResult | None:
+        """The LLM's summary (its `error` set when it failed), or None when no summarizer model is set."""
+        if not self.model:
+            return None
+        words = word_budget(source_tokens, max_tokens)
+        prompt = [{"role": "system", "content": system_prompt.format(words=words)}, {"role": "user", "content": content()}]
+        return await self._llm(prompt, ex)
 
     def _extractive(self, text: str, started: float, failed: SummaryResult | None) -> SummaryResult:
         mode = "fallback" if failed is not None else "extractive"
