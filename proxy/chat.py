@@ -179,13 +179,13 @@ class ChatHandler:
             self.metrics.record("ctxwarden.tokens.after", budget.get("tokens_after", budget.get("tokens_before", 0)), model=ex.model)
             span.set_attribute("ctxwarden.tokens.before", budget.get("tokens_before", 0))
             span.set_attribute("ctxwarden.tokens.after", budget.get("tokens_after", budget.get("tokens_before", 0)))
-        payload = raw if not ex.changed and not ex.proxy_tools else _encode(ex.outgoing_body())
-        headers = ex.state["upstream_headers"]
         if uses_litellm(ex.model):
             from .providers import litellm_response
 
             response = await litellm_response(ex.outgoing_body(), ex.stream)
         else:
+            payload = raw if not ex.changed and not ex.proxy_tools else _encode(ex.outgoing_body())
+            headers = ex.state["upstream_headers"]
             with self.telemetry.tracer.start_as_current_span("upstream chat") as up:
                 up.set_attribute("server.address", self.upstream.base_url)
                 result = await self.upstream.send("POST", "chat/completions", payload, headers, stream=ex.stream)
@@ -208,9 +208,10 @@ class ChatHandler:
         body = ex.outgoing_body()
         result = await self.upstream.send("POST", "chat/completions", _encode(body), ex.state["upstream_headers"], stream=stream)
         if result.response.status_code >= 400:
-            err = await relay_error(result.response)
-            detail = json.loads(bytes(err.body)).get("error", {})
-            raise ProxyError(err.status_code, detail.get("code") or "upstream_error", detail.get("message") or "upstream error")
+            data, _ = await upstream_error(result.response)
+            detail = data["error"]
+            raise ProxyError(result.response.status_code, detail.get("code") or "upstream_error",
+                             detail.get("message") or "upstream error")
         return result.response
 
     async def _answer_proxy_tools(self, ex: Exchange, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -347,6 +348,12 @@ def relay_headers(response: httpx.Response) -> dict[str, str]:
 
 async def relay_error(response: httpx.Response) -> Response:
     """The upstream's error with its status; a body that is not OpenAI-shaped gets wrapped."""
+    data, headers = await upstream_error(response)
+    return JSONResponse(data, status_code=response.status_code, headers=headers)
+
+
+async def upstream_error(response: httpx.Response) -> tuple[dict[str, Any], dict[str, str]]:
+    """The upstream error's OpenAI-shaped body and the headers worth relaying with it."""
     content = await response.aread()
     await response.aclose()
     headers = {k: v for k, v in response.headers.items() if k.lower() in RELAYED_UPSTREAM_HEADERS or k.lower().startswith("x-ratelimit")}
@@ -357,4 +364,4 @@ async def relay_error(response: httpx.Response) -> Response:
     if not (isinstance(data, dict) and isinstance(data.get("error"), dict)):
         text = content.decode("utf-8", errors="replace").strip()[:500] or response.reason_phrase
         data = error_body(f"The upstream answered {response.status_code}: {text}", "upstream_error", response.status_code)
-    return JSONResponse(data, status_code=response.status_code, headers=headers)
+    return data, headers

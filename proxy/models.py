@@ -46,7 +46,9 @@ class ModelInfo:
     def context_window(self, model: str) -> int:
         hit = self._cache.get(model)
         if hit is None:
-            hit = self._cache[model] = self._lookup(model)
+            hit = self._lookup(model)
+            if len(self._cache) < 4096:  # model names come from clients: do not cache them without bound
+                self._cache[model] = hit
         return hit
 
     def _lookup(self, model: str) -> int:

@@ -47,6 +47,7 @@ class _ChoiceText:
 class _Held:
     raw: bytes
     ends: dict[int, int] = field(default_factory=dict)  # choice index → end offset of its text in this chunk
+    tool_delta: bool = False  # a tool-call delta: settled at the round's end (_flush_tool_calls)
 
 
 class StreamRelay:
@@ -130,7 +131,7 @@ class StreamRelay:
                     assistant = {"role": "assistant", "content": None, "tool_calls": calls}
                     answers = await self.answer_tools(calls) if self.answer_tools else []
                     response = await self.next_round([assistant, *answers])
-                    self.held = [h for h in self.held if not h.ends]  # drop the answered tool-call deltas
+                    self.held = [h for h in self.held if not h.tool_delta]  # drop the answered tool-call deltas
                     continue
                 if proxy_calls:
                     self.ex.record("archive", "recall_dropped", calls=len(proxy_calls))
@@ -197,7 +198,7 @@ class StreamRelay:
                         state.text += text
                         ends[idx] = len(state.text)
                 if has_tool_delta:
-                    self.held.append(_Held(event.raw, {-1: 0}))  # tool-call chunks wait for the round's end
+                    self.held.append(_Held(event.raw, tool_delta=True))  # tool-call chunks wait for the round's end
                     continue
                 if is_finish and not ends and (self.ex.proxy_tools or self.validate):
                     finish_events.append(event.raw)  # the finish chunk goes out after the round is settled
@@ -241,8 +242,8 @@ class StreamRelay:
         out: list[bytes] = []
         while self.held:
             head = self.held[0]
-            if -1 in head.ends:
-                break  # a tool-call delta: settled at the round's end (_flush_tool_calls)
+            if head.tool_delta:
+                break
             if any(end > self.choices[idx].validated for idx, end in head.ends.items()):
                 break
             self.held.pop(0)
@@ -279,8 +280,8 @@ class StreamRelay:
 
     def _flush_tool_calls(self, calls: list[dict[str, Any]], proxy_calls: list[dict[str, Any]]) -> list[bytes]:
         """Release held tool-call deltas; calls the proxy cannot answer now are left out."""
-        held_tools = [h for h in self.held if -1 in h.ends]
-        self.held = [h for h in self.held if -1 not in h.ends]
+        held_tools = [h for h in self.held if h.tool_delta]
+        self.held = [h for h in self.held if not h.tool_delta]
         out = self._release(final=True)
         if not held_tools:
             return out
