@@ -16,7 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proxy.local_server import free_port  # noqa: E402
+from ctxwarden.proxy.local_server import free_port  # noqa: E402
 
 
 def wait_ready(url: str, timeout_s: float = 60) -> None:
@@ -51,7 +51,7 @@ class Process:
 def start_fake() -> tuple[Process, str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    return Process([sys.executable, "-m", "proxy.fake_upstream", "--port", str(port)], f"{url}/v1/models"), url
+    return Process([sys.executable, "-m", "ctxwarden.proxy.fake_upstream", "--port", str(port)], f"{url}/v1/models"), url
 
 
 def start_proxy(upstream_url: str, config: dict) -> tuple[Process, str]:
@@ -62,7 +62,7 @@ def start_proxy(upstream_url: str, config: dict) -> tuple[Process, str]:
     path = Path(store) / "bench.yaml"
     path.write_text(yaml.safe_dump(merged))
     # As in the Docker image: two malloc arenas keep RSS close to the live heap with worker threads.
-    proc = Process([sys.executable, "-m", "proxy.cli", "serve", "--config", str(path), "--log-level", "error"],
+    proc = Process([sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "error"],
                    f"http://127.0.0.1:{port}/healthz", env={"MALLOC_ARENA_MAX": "2"})
     return proc, f"http://127.0.0.1:{port}"
 

@@ -32,10 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policies.base import Exchange, Services  # noqa: E402
-from policies.clash import ClashConfig, ClashPolicy, user_texts  # noqa: E402
-from policies.clash_detect import Located, local_clashes, text_keys  # noqa: E402
-from policies.statements import extract  # noqa: E402
+from ctxwarden.policies.base import Exchange, Services  # noqa: E402
+from ctxwarden.policies.clash.policy import ClashConfig, ClashPolicy, user_texts  # noqa: E402
+from ctxwarden.policies.clash.detect import Located, local_clashes, text_keys  # noqa: E402
+from ctxwarden.policies.text.statements.extract import extract  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "clash_pairs.jsonl"
 
@@ -189,7 +189,7 @@ def _exchange(messages: list[dict[str, Any]], session: str) -> Exchange:
 async def _timings(runs: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"cold": [], "warm": []}
     for i in range(runs):  # cold: a fresh policy, nothing cached, no session memory
-        from policies.statements import extract as cached_extract
+        from ctxwarden.policies.text.statements.extract import extract as cached_extract
 
         cached_extract.cache_clear()
         policy = _policy()

@@ -34,9 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policies.base import Exchange, Services  # noqa: E402
-from policies.cycle_detect import call_key, find_loop, turn_start  # noqa: E402
-from policies.loops import LoopsConfig, LoopsPolicy  # noqa: E402
+from ctxwarden.policies.base import Exchange, Services  # noqa: E402
+from ctxwarden.policies.loops.detect import call_key, find_loop, turn_start  # noqa: E402
+from ctxwarden.policies.loops.policy import LoopsConfig, LoopsPolicy  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
 Call = tuple[str, dict[str, Any], str]  # (tool, arguments, result)

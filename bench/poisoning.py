@@ -36,15 +36,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from policies.assessment import assess_local  # noqa: E402
-from policies.claims import find_mentions, normalize  # noqa: E402
-from policies.fact_check import CONTRADICTED, UNSUPPORTED  # noqa: E402
-from policies.base import Answer, Exchange, Services  # noqa: E402
-from policies.knowledge import Document  # noqa: E402
-from policies.poisoning import PoisoningConfig, PoisoningPolicy  # noqa: E402
-from proxy.config import StorageConfig  # noqa: E402
-from proxy.embeddings import WordLlamaEmbedder  # noqa: E402
-from proxy.storage import ChromaStore  # noqa: E402
+from ctxwarden.policies.poisoning.assess import assess_local  # noqa: E402
+from ctxwarden.policies.text.claims import find_mentions, normalize  # noqa: E402
+from ctxwarden.policies.poisoning.check import CONTRADICTED, UNSUPPORTED  # noqa: E402
+from ctxwarden.policies.base import Answer, Exchange, Services  # noqa: E402
+from ctxwarden.policies.poisoning.kb import Document  # noqa: E402
+from ctxwarden.policies.poisoning.policy import PoisoningConfig, PoisoningPolicy  # noqa: E402
+from ctxwarden.proxy.config import StorageConfig  # noqa: E402
+from ctxwarden.proxy.embeddings import WordLlamaEmbedder  # noqa: E402
+from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "halueval-dialogue-dev.jsonl"
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -206,7 +206,7 @@ async def halueval(rows: list[dict], dev_rows: int, server_rows: int) -> None:
 
 
 def _claims(kb, text):
-    from policies.claims import split_claims
+    from ctxwarden.policies.text.claims import split_claims
 
     return split_claims(text, kb.index.lexicon)
 
@@ -218,10 +218,10 @@ async def through_server(rows: list[dict], docs: list[Document], expected: dict[
     import httpx
     import openai
 
-    from proxy.app import create_app
-    from proxy.config import load_settings
-    from proxy.fake_upstream import FakeUpstream
-    from proxy.local_server import LocalServer
+    from ctxwarden.proxy.app import create_app
+    from ctxwarden.proxy.config import load_settings
+    from ctxwarden.proxy.fake_upstream import FakeUpstream
+    from ctxwarden.proxy.local_server import LocalServer
 
     os.environ["CTXWARDEN_ADMIN_KEY"] = "bench"
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise

@@ -40,12 +40,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from policies.base import Exchange, Services  # noqa: E402
-from policies.tokens import TiktokenCounter  # noqa: E402
-from policies.tools import ToolsConfig, ToolsPolicy  # noqa: E402
-from proxy.config import EmbeddingsConfig, StorageConfig  # noqa: E402
-from proxy.embeddings import build_embedder  # noqa: E402
-from proxy.storage import ChromaStore  # noqa: E402
+from ctxwarden.policies.base import Exchange, Services  # noqa: E402
+from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
+from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy  # noqa: E402
+from ctxwarden.proxy.config import EmbeddingsConfig, StorageConfig  # noqa: E402
+from ctxwarden.proxy.embeddings import build_embedder  # noqa: E402
+from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
 CANDIDATES = 120

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import BasePolicy, Exchange, Reject, Services, Verdict, last_user_index, system_prefix_length
+from .base import BasePolicy, Exchange, Reject, Services, Verdict
+from .messages import last_user_index, system_prefix_length
 
 log = logging.getLogger("ctxwarden.budget")
 

@@ -21,7 +21,7 @@ from .models import ModelInfo
 from .pipeline import Pipeline
 from .services import build_services
 from .telemetry import Telemetry
-from .upstream import Upstream
+from .upstream.client import Upstream
 
 log = logging.getLogger("ctxwarden")
 

@@ -14,15 +14,16 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from policies.base import Answer, Block, Exchange, Reject, Respond, content_text
+from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
+from ctxwarden.policies.messages import content_text
 
-from . import sse
+from .streaming import sse
 from .errors import ProxyError, error_body
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
-from .streaming import StreamRelay
+from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
-from .upstream import DROP_RESPONSE, Upstream
+from .upstream.client import DROP_RESPONSE, Upstream
 from .validation import body_too_large, check_chat_body, parse_json_body
 
 log = logging.getLogger("ctxwarden.chat")
@@ -180,7 +181,7 @@ class ChatHandler:
             span.set_attribute("ctxwarden.tokens.before", budget.get("tokens_before", 0))
             span.set_attribute("ctxwarden.tokens.after", budget.get("tokens_after", budget.get("tokens_before", 0)))
         if uses_litellm(ex.model):
-            from .providers import litellm_response
+            from .upstream.providers import litellm_response
 
             response = await litellm_response(ex.outgoing_body(), ex.stream)
         else:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from policies.budget import BudgetConfig
+from ctxwarden.policies.budget import BudgetConfig
 
 
 class ConfigError(ValueError):
@@ -107,7 +107,7 @@ class Settings(Strict):
 
 
 def default_yaml_text() -> str:
-    return importlib.resources.files("config").joinpath("ctxwarden.yaml").read_text(encoding="utf-8")
+    return importlib.resources.files("ctxwarden.config").joinpath("ctxwarden.yaml").read_text(encoding="utf-8")
 
 
 def merge_config(base: Any, over: Any) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from policies.tokens import TiktokenCounter
+from ctxwarden.policies.text.tokens import TiktokenCounter
 
 from .app import create_app
 from .config import load_settings

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from policies.base import content_text
+from ctxwarden.policies.messages import content_text
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from policies.knowledge import DocumentError, KnowledgeBase, parse_documents
+from ctxwarden.policies.poisoning.kb import DocumentError, KnowledgeBase, parse_documents
 
 from .config import load_settings
 from .embeddings import build_embedder

@@ -9,8 +9,8 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
-from policies.base import Answer, BasePolicy, Block, Exchange, Reject, Respond, Services, Verdict
-from policies.budget import BudgetPolicy
+from ctxwarden.policies.base import Answer, BasePolicy, Block, Exchange, Reject, Respond, Services, Verdict
+from ctxwarden.policies.budget import BudgetPolicy
 
 from .config import Settings
 from .registry import policy_class

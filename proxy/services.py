@@ -7,8 +7,8 @@ import json
 import logging
 from typing import Any
 
-from policies.base import Exchange, Services
-from policies.tokens import TiktokenCounter
+from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.text.tokens import TiktokenCounter
 
 from .config import EmbedderChoice, Settings
 from .embeddings import build_embedder
@@ -16,7 +16,7 @@ from .errors import ProxyError
 from .models import ModelInfo
 from .storage import ChromaStore
 from .telemetry import Telemetry
-from .upstream import Upstream
+from .upstream.client import Upstream
 
 log = logging.getLogger("ctxwarden.services")
 

@@ -7,12 +7,13 @@ from typing import Any, Callable
 
 import pytest
 
-from proxy.app import create_app
-from proxy.config import load_settings, merge_config
-from proxy.fake_upstream import FakeUpstream
-from proxy.local_server import LocalServer
+from ctxwarden.proxy.app import create_app
+from ctxwarden.proxy.config import load_settings, merge_config
+from ctxwarden.proxy.fake_upstream import FakeUpstream
+from ctxwarden.proxy.local_server import LocalServer
+from ctxwarden.proxy.registry import policy_names
 
-ALL_POLICIES = ("loops", "poisoning", "clash", "history", "archive", "tools")
+ALL_POLICIES = tuple(policy_names())  # the built-ins, as pyproject.toml registers them
 
 
 def policies_off(*except_: str) -> dict[str, Any]:

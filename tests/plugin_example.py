@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from policies.base import BasePolicy, Exchange
+from ctxwarden.policies.base import BasePolicy, Exchange
 
 
 class ShoutConfig(BaseModel):

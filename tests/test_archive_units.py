@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from policies.archive import ArchiveConfig, ArchivePolicy
-from policies.base import Exchange, Services
-from policies.scratchpad import RECALL_TOOL_NAME, Scratchpad, archive_ref, stub_text
-from policies.tokens import TiktokenCounter
-from proxy.config import StorageConfig
-from proxy.storage import ChromaStore
+from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy
+from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.history.scratchpad import RECALL_TOOL_NAME, Scratchpad, archive_ref, stub_text
+from ctxwarden.policies.text.tokens import TiktokenCounter
+from ctxwarden.proxy.config import StorageConfig
+from ctxwarden.proxy.storage import ChromaStore
 from tests.test_compression_e2e import assert_pairs_intact
 from tests.test_history_units import RecordingMetrics
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.base import stable_hash
-from policies.clash_detect import (
+from ctxwarden.policies.cache import stable_hash
+from ctxwarden.policies.clash.detect import (
     CONFLICTING_FACTS,
     CONTRADICTORY_PREFERENCES,
     DUPLICATE_FACTS,
@@ -13,7 +13,7 @@ from policies.clash_detect import (
     Located,
     local_clashes,
 )
-from policies.statements import extract
+from ctxwarden.policies.text.statements.extract import extract
 
 
 def clashes_in(*turns: str):

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from policies.base import Exchange, Services
-from policies.clash import ClashConfig, ClashPolicy, user_texts
-from policies.clash_detect import Located, local_clashes, text_keys
-from policies.clash_edit import apply_losses
-from policies.clash_memory import SessionState
-from policies.clash_question import parse_choice, question
-from policies.clash_resolve import resolve
-from policies.statements import extract
+from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.clash.policy import ClashConfig, ClashPolicy, user_texts
+from ctxwarden.policies.clash.detect import Located, local_clashes, text_keys
+from ctxwarden.policies.clash.edit import apply_losses
+from ctxwarden.policies.clash.state import SessionState
+from ctxwarden.policies.clash.question import parse_choice, question
+from ctxwarden.policies.clash.resolve import resolve
+from ctxwarden.policies.text.statements.extract import extract
 
 
 class RecordingMetrics:
@@ -191,7 +191,7 @@ async def test_untouched_requests_keep_the_clients_list():
 
 
 async def test_large_uncached_text_is_extracted_in_a_worker_thread(monkeypatch):
-    import policies.clash as clash_module
+    import ctxwarden.policies.clash.policy as clash_module
 
     calls = []
     real = clash_module.asyncio.to_thread

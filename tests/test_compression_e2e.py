@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from policies.scratchpad import archive_ref
-from policies.tokens import TiktokenCounter
+from ctxwarden.policies.history.scratchpad import archive_ref
+from ctxwarden.policies.text.tokens import TiktokenCounter
 from tests.conftest import openai_client, policies_off
 
 SYSTEM = {"role": "system", "content": "You are a travel agent for Northwind. Always quote prices in EUR."}

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from proxy.config import ConfigError, load_settings
+from ctxwarden.proxy.config import ConfigError, load_settings
 
 
 def test_embedded_default_is_valid_and_has_every_policy():
@@ -44,15 +44,15 @@ def test_check_config_command(tmp_path):
     good.write_text("budget:\n  warn: 0.6\n")
     bad = tmp_path / "bad.yaml"
     bad.write_text("budget:\n  wran: 0.6\n")
-    ok = subprocess.run([sys.executable, "-m", "proxy.cli", "check-config", str(good)], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "ctxwarden.proxy.cli", "check-config", str(good)], capture_output=True, text=True)
     assert ok.returncode == 0 and "OK" in ok.stdout
-    fail = subprocess.run([sys.executable, "-m", "proxy.cli", "check-config", str(bad)], capture_output=True, text=True)
+    fail = subprocess.run([sys.executable, "-m", "ctxwarden.proxy.cli", "check-config", str(bad)], capture_output=True, text=True)
     assert fail.returncode == 2
     assert "budget.wran: unknown key" in fail.stderr and str(bad) in fail.stderr
 
 
 def test_a_policy_can_have_its_own_embedder():
-    from proxy.app import create_app
+    from ctxwarden.proxy.app import create_app
 
     settings = load_settings(None, {"embeddings": {"per_policy": {"tools": {"provider": "minilm+wordllama"}}},
                                     "storage": {"path": "/tmp/ctxw-unused"}})

@@ -7,7 +7,7 @@ import sys
 
 
 def test_demo_shows_each_policy_at_work(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "proxy.cli", "demo"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "ctxwarden.proxy.cli", "demo"], capture_output=True, text=True,
                             timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = {line[:20].strip(): line for line in result.stdout.splitlines()}

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from policies.base import Exchange, Services, content_text
-from policies.extractive import gist, summarize_messages
-from policies.history import HistoryConfig, HistoryPolicy
-from policies.history_plan import Body
-from policies.tokens import TiktokenCounter
-from proxy.config import StorageConfig
-from proxy.storage import ChromaStore
+from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.messages import content_text
+from ctxwarden.policies.history.extractive import gist, summarize_messages
+from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy
+from ctxwarden.policies.history.layout import Body
+from ctxwarden.policies.text.tokens import TiktokenCounter
+from ctxwarden.proxy.config import StorageConfig
+from ctxwarden.proxy.storage import ChromaStore
 from tests.test_compression_e2e import SYSTEM, agent_conversation, assert_pairs_intact, summaries
 
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 import yaml
 
-from proxy.cli import main
+from ctxwarden.proxy.cli import main
 from tests.conftest import openai_client, policies_off
 
 ADMIN_KEY = "kb-admin-key"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.cycle_detect import call_key, call_label, extract_rounds, find_loop
+from ctxwarden.policies.loops.detect import call_key, call_label, extract_rounds, find_loop
 
 Step = tuple[str, dict[str, Any], str]  # (tool name, arguments, result)
 

@@ -6,9 +6,9 @@ import asyncio
 import copy
 from typing import Any
 
-from policies.base import Exchange, Respond, Services
-from policies.loops import LoopsConfig, LoopsPolicy
-from policies.loops_memory import SessionMemory
+from ctxwarden.policies.base import Exchange, Respond, Services
+from ctxwarden.policies.loops.policy import LoopsConfig, LoopsPolicy
+from ctxwarden.policies.loops.state import SessionMemory
 from tests.test_loops_detect import A, B, C, convo
 
 

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from proxy.local_server import LocalServer
+from ctxwarden.proxy.local_server import LocalServer
 from tests.conftest import openai_client, policies_off
 
 

@@ -7,8 +7,8 @@ from importlib.metadata import EntryPoint
 import httpx
 import pytest
 
-from proxy import registry
-from proxy.config import ConfigError, load_settings
+from ctxwarden.proxy import registry
+from ctxwarden.proxy.config import ConfigError, load_settings
 from tests.conftest import ALL_POLICIES, openai_client
 
 PLUGINS = [
@@ -19,7 +19,13 @@ PLUGINS = [
 
 @pytest.fixture(autouse=True)
 def plugins(monkeypatch):
-    monkeypatch.setattr(registry, "entry_points", lambda group: PLUGINS if group == registry.ENTRY_POINT_GROUP else [])
+    installed = registry.entry_points
+
+    def with_plugins(group):
+        found = list(installed(group=group))
+        return found + PLUGINS if group == registry.ENTRY_POINT_GROUP else found
+
+    monkeypatch.setattr(registry, "entry_points", with_plugins)
     registry.policy_class.cache_clear()
     yield
     registry.policy_class.cache_clear()

@@ -7,13 +7,19 @@ import logging
 import pytest
 from pydantic import ValidationError
 
-from policies.claims import find_mentions, split_claims
-from policies.fact_check import CONTRADICTED, SUPPORTED, UNVERIFIABLE, LocalChecker, parse_judgement
-from policies.flag_rules import FlagRules, FlagRulesConfig
-from policies.kb_index import KnowledgeIndex, Passage
-from policies.poisoning import PoisoningConfig
-from policies.poisoning_stats import PoisoningStats
-from policies.relations import extract_facts
+from ctxwarden.policies.text.claims import find_mentions, split_claims
+from ctxwarden.policies.poisoning.check import (
+    CONTRADICTED,
+    SUPPORTED,
+    UNVERIFIABLE,
+    LocalChecker,
+    parse_judgement,
+)
+from ctxwarden.policies.poisoning.flags import FlagRules, FlagRulesConfig
+from ctxwarden.policies.poisoning.kb_index import KnowledgeIndex, Passage
+from ctxwarden.policies.poisoning.policy import PoisoningConfig
+from ctxwarden.policies.poisoning.stats import PoisoningStats
+from ctxwarden.policies.text.relations import extract_facts
 
 KB = [
     "The Eiffel Tower is located in Paris, France.",
@@ -214,8 +220,8 @@ class _Metrics:
 
 @pytest.mark.parametrize("on_failure, blocked", [("pass", False), ("block", True)])
 async def test_a_broken_store_fails_safe_and_says_so(on_failure, blocked):
-    from policies.base import Answer, Block, Exchange, Services
-    from policies.poisoning import PoisoningPolicy
+    from ctxwarden.policies.base import Answer, Block, Exchange, Services
+    from ctxwarden.policies.poisoning.policy import PoisoningPolicy
 
     metrics = _Metrics()
     services = Services(tokens=None, metrics=metrics, embedder=object(), store=_BrokenStore())

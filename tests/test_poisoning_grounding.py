@@ -7,15 +7,22 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from policies.assessment import Assessment, apply_judge, assess_local
-from policies.fact_check import CONTRADICTED, SUPPORTED, UNSUPPORTED, UNVERIFIABLE, ClaimCheck, LocalChecker
-from policies.grounding import Grounder
-from policies.knowledge import Document, KnowledgeBase
-from policies.poisoning import PoisoningConfig
-from policies.validation_scores import accuracy
-from proxy.config import StorageConfig
-from proxy.embeddings import WordLlamaEmbedder
-from proxy.storage import ChromaStore
+from ctxwarden.policies.poisoning.assess import Assessment, apply_judge, assess_local
+from ctxwarden.policies.poisoning.check import (
+    CONTRADICTED,
+    SUPPORTED,
+    UNSUPPORTED,
+    UNVERIFIABLE,
+    ClaimCheck,
+    LocalChecker,
+)
+from ctxwarden.policies.poisoning.grounding import Grounder
+from ctxwarden.policies.poisoning.kb import Document, KnowledgeBase
+from ctxwarden.policies.poisoning.policy import PoisoningConfig
+from ctxwarden.policies.poisoning.scores import accuracy
+from ctxwarden.proxy.config import StorageConfig
+from ctxwarden.proxy.embeddings import WordLlamaEmbedder
+from ctxwarden.proxy.storage import ChromaStore
 from tests.conftest import openai_client, policies_off
 
 X200 = "The Acme X200 router supports Wi-Fi 6. The Acme X200 router has 4 Ethernet ports. The Acme X200 router is made by Acme Networks."

@@ -8,9 +8,9 @@ import httpx
 import pytest
 import respx
 
-from proxy.errors import ProxyError
-from proxy.models import ModelInfo, uses_litellm
-from proxy.providers import litellm_response
+from ctxwarden.proxy.errors import ProxyError
+from ctxwarden.proxy.models import ModelInfo, uses_litellm
+from ctxwarden.proxy.upstream.providers import litellm_response
 
 ANTHROPIC_REPLY = {
     "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-3-5-sonnet-20240620",
@@ -26,7 +26,7 @@ def test_only_foreign_provider_prefixes_use_litellm():
 
 
 def test_context_windows_come_from_config_then_litellm_map():
-    from proxy.config import ModelConfig
+    from ctxwarden.proxy.config import ModelConfig
 
     info = ModelInfo({"my-model": ModelConfig(context_window=4096)})
     assert info.context_window("my-model") == 4096

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from proxy.local_server import free_port
+from ctxwarden.proxy.local_server import free_port
 from tests.conftest import openai_client, policies_off
 
 HI = [{"role": "user", "content": "hi"}]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from policies.base import Exchange, Reject, Services
-from policies.budget import BudgetConfig, BudgetPolicy
-from policies.tokens import TiktokenCounter, encoding_name_for
+from ctxwarden.policies.base import Exchange, Reject, Services
+from ctxwarden.policies.budget import BudgetConfig, BudgetPolicy
+from ctxwarden.policies.text.tokens import TiktokenCounter, encoding_name_for
 
 
 class Counting:
@@ -113,7 +113,7 @@ def test_budget_config_rejects_disordered_thresholds():
 
 
 def test_legacy_function_call_pairs_are_one_unit():
-    from policies.base import group_exchanges
+    from ctxwarden.policies.messages import group_exchanges
 
     msgs = [{"role": "user", "content": "q"},
             {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
@@ -123,7 +123,7 @@ def test_legacy_function_call_pairs_are_one_unit():
 
 
 async def test_final_check_counts_the_tools_the_proxy_adds(tokens):
-    from policies.base import ProxyTool
+    from ctxwarden.policies.base import ProxyTool
 
     policy = BudgetPolicy(BudgetConfig(), Services(tokens=tokens, metrics=Counting()))
     ex = _exchange(10, 1000)

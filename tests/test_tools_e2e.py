@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from policies.tool_text import describe_tool
+from ctxwarden.policies.tools.text import describe_tool
 from tests.conftest import openai_client, policies_off
 from tests.tools_fixtures import CLEAR_QUERIES, CountingEmbedder, all_tools, names, tool
 

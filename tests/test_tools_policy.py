@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policies.base import Exchange, Services
-from policies.tokens import TiktokenCounter
-from policies.tool_catalog import CATALOG_VERSION
-from policies.tool_text import describe_tool
-from policies.tools import ToolsConfig, ToolsPolicy
-from proxy.config import EmbeddingsConfig, StorageConfig
-from proxy.embeddings import build_embedder
-from proxy.storage import ChromaStore
+from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.text.tokens import TiktokenCounter
+from ctxwarden.policies.tools.catalog import CATALOG_VERSION
+from ctxwarden.policies.tools.text import describe_tool
+from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy
+from ctxwarden.proxy.config import EmbeddingsConfig, StorageConfig
+from ctxwarden.proxy.embeddings import build_embedder
+from ctxwarden.proxy.storage import ChromaStore
 from tests.tools_fixtures import CountingEmbedder, all_tools, names, tool
 
 _WORDLLAMA = build_embedder(EmbeddingsConfig())
@@ -209,7 +209,7 @@ def test_offline_minilm_embedders_give_unit_vectors_that_rank_sensibly(provider)
 
 
 def test_the_ensemble_similarity_is_the_weighted_mean_of_its_parts():
-    from proxy.embeddings import MINILM_ENSEMBLE_WEIGHT
+    from ctxwarden.proxy.embeddings import MINILM_ENSEMBLE_WEIGHT
 
     texts = ["search for flights", "find cheap airline tickets"]
     ensemble = np.asarray(build_embedder(EmbeddingsConfig(provider="minilm+wordllama")).embed(texts))
@@ -220,7 +220,7 @@ def test_the_ensemble_similarity_is_the_weighted_mean_of_its_parts():
 
 
 def test_bad_tools_settings_stop_start_up_naming_the_key():
-    from proxy.config import ConfigError, load_settings
+    from ctxwarden.proxy.config import ConfigError, load_settings
 
     with pytest.raises(ConfigError) as bad:
         load_settings(None, {"policies": {"tools": {"weights": {"description": 0, "segments": 0}, "always_keep": "x"}},

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policies.tool_ranking import LexicalDoc, LexicalIndex
-from policies.tool_selection import called_tool_names, intent_text, parse_tool_choice, request_key
-from policies.tool_text import describe_tool, split_identifier, stem, terms
+from ctxwarden.policies.tools.ranking import LexicalDoc, LexicalIndex
+from ctxwarden.policies.tools.selection import called_tool_names, intent_text, parse_tool_choice, request_key
+from ctxwarden.policies.tools.text import describe_tool, split_identifier, stem, terms
 from tests.tools_fixtures import tool
 
 

@@ -6,9 +6,9 @@ import httpx
 import pytest
 import respx
 
-from proxy.config import UpstreamConfig
-from proxy.errors import ProxyError
-from proxy.upstream import CircuitBreaker, Upstream, retry_after_seconds
+from ctxwarden.proxy.config import UpstreamConfig
+from ctxwarden.proxy.errors import ProxyError
+from ctxwarden.proxy.upstream.client import CircuitBreaker, Upstream, retry_after_seconds
 
 BASE = "http://upstream.test/v1"
 

@@ -1,0 +1,122 @@
+"""Bounded memory: the one size-limited (and optionally time-limited) cache every policy uses,
+and the stable hash that names cache entries and stored ids."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+_MISSING: Any = object()
+
+
+def stable_hash(value: Any) -> str:
+    """A short, stable hash of any JSON-serialisable value (cache keys, ids)."""
+    raw = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+class LRU(Generic[K, V]):
+    """A mapping bounded by entry count, least recently used first out; entries idle longer than
+    `ttl_s` expire. Safe to share between the event loop and worker threads.
+
+    `on_evict(key, value)` is called for entries pushed out by the bound or expired (not for `pop`).
+    """
+
+    def __init__(
+        self,
+        max_entries: int,
+        ttl_s: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[K, V], None] | None = None,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("an LRU needs room for at least one entry")
+        self.max_entries = max_entries
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.on_evict = on_evict
+        self._items: OrderedDict[K, tuple[V, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[K]:
+        with self._lock:
+            return iter(list(self._items))
+
+    def get(self, key: K, default: Any = None) -> V | Any:
+        """The value for `key` (now the most recently used), or `default` if absent or expired."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return default
+            now = self.clock() if self.ttl_s is not None else 0.0
+            if self.ttl_s is not None and now - hit[1] > self.ttl_s:
+                del self._items[key]
+                evicted = [(key, hit[0])]
+            else:
+                self._items[key] = (hit[0], now)
+                self._items.move_to_end(key)
+                return hit[0]
+        self._report(evicted)
+        return default
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = (value, self.clock() if self.ttl_s is not None else 0.0)
+            self._items.move_to_end(key)
+            evicted = self._trim()
+        self._report(evicted)
+
+    def get_or_create(self, key: K, factory: Callable[[], V]) -> V:
+        """The value for `key`; a fresh one from `factory()` when absent or expired."""
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            value = factory()
+            self.put(key, value)
+        return value
+
+    def pop(self, key: K, default: Any = None) -> V | Any:
+        with self._lock:
+            hit = self._items.pop(key, None)
+        return default if hit is None else hit[0]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def values(self) -> list[V]:
+        with self._lock:
+            return [v for v, _ in self._items.values()]
+
+    def _trim(self) -> list[tuple[K, V]]:
+        evicted: list[tuple[K, V]] = []
+        if self.ttl_s is not None:  # entries are in last-used order: expired ones are at the front
+            now = self.clock()
+            while self._items:
+                key, (value, touched) = next(iter(self._items.items()))
+                if now - touched <= self.ttl_s:
+                    break
+                del self._items[key]
+                evicted.append((key, value))
+        while len(self._items) > self.max_entries:
+            key, (value, _) = self._items.popitem(last=False)
+            evicted.append((key, value))
+        return evicted
+
+    def _report(self, evicted: list[tuple[K, V]]) -> None:
+        if self.on_evict is not None:
+            for key, value in evicted:
+                self.on_evict(key, value)

@@ -1,0 +1,223 @@
+"""Clash detection: which statements in a conversation contradict each other.
+
+The local detector compares statements slot by slot (policies/statements.py extracts them):
+two statements clash when they give one slot incompatible values; they are duplicates when they
+give it the same value in different messages. It is offline, deterministic and takes well under
+a millisecond once statements are extracted. The LLM judge (policies/clash_judge.py) produces
+the same `Clash` records, so resolution does not care which detector found a clash.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from ..cache import stable_hash
+from ..text.statements.lexicon import places_compatible
+from ..text.statements.model import Statement
+
+CONTRADICTORY_PREFERENCES = "CONTRADICTORY_PREFERENCES"
+CONFLICTING_FACTS = "CONFLICTING_FACTS"
+OUTDATED_INFORMATION = "OUTDATED_INFORMATION"
+DUPLICATE_FACTS = "DUPLICATE_FACTS"
+CLASH_TYPES = (CONTRADICTORY_PREFERENCES, CONFLICTING_FACTS, OUTDATED_INFORMATION, DUPLICATE_FACTS)
+
+
+def text_keys(texts: dict[tuple[int, int], str]) -> dict[tuple[int, int], str]:
+    """A key per user text: its hash, and which occurrence of that exact text it is. Stable as the
+    conversation grows, and distinct when the user repeats a message word for word."""
+    seen: dict[str, int] = {}
+    keys: dict[tuple[int, int], str] = {}
+    for where, text in sorted(texts.items()):
+        h = stable_hash(text)
+        keys[where] = f"{h}#{seen.get(h, 0)}"
+        seen[h] = seen.get(h, 0) + 1
+    return keys
+
+
+@dataclass(frozen=True)
+class Located:
+    """A statement and where it is: message index, text part (-1: string content), text key."""
+
+    message: int
+    part: int
+    text_hash: str
+    st: Statement
+
+    @property
+    def key(self) -> str:
+        """Stable across turns and re-sends: built from the text, not from the message's index."""
+        return stable_hash([self.text_hash, self.st.start, self.st.vstart, self.st.value, self.st.negated])
+
+    @property
+    def order(self) -> tuple[int, int, int, int]:
+        return (self.message, self.part, self.st.start, self.st.vstart)
+
+
+@dataclass(frozen=True)
+class Clash:
+    type: str
+    older: Located
+    newer: Located
+    simultaneous: bool  # both in one message with nothing saying which came last
+    detector: str = "local"
+
+    @property
+    def key(self) -> str:
+        return stable_hash([self.older.key, self.newer.key])
+
+    @property
+    def slot(self) -> str:
+        return self.newer.st.slot
+
+    @property
+    def label(self) -> str:
+        return self.newer.st.label
+
+    @property
+    def duplicate(self) -> bool:
+        return self.type == DUPLICATE_FACTS
+
+
+# ----------------------------------------------------------------------------- value logic
+
+_COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
+
+
+def _date_parts(value: str) -> tuple[str, int | None, int | None, str]:
+    if value.startswith("wd:"):
+        return ("weekday", None, None, value)
+    m = re.fullmatch(r"(?:m(\d+))?d(\d+)", value)
+    if not m:
+        return ("other", None, None, value)
+    return ("day", int(m.group(1)) if m.group(1) else None, int(m.group(2)), value)
+
+
+def _dates_compatible(a: str, b: str) -> bool:
+    ka, ma, da, ra = _date_parts(a)
+    kb, mb, db, rb = _date_parts(b)
+    if ka != kb:
+        return True  # "Friday" and "March 3" cannot be compared without a calendar
+    if ka == "weekday":
+        qa, qb = ra.split(":")[1], rb.split(":")[1]
+        return qa != qb or ra == rb  # "next Friday" vs "Friday": not comparable
+    if ma is not None and mb is not None:
+        return (ma, da) == (mb, db)
+    return da == db
+
+
+def _names_compatible(a: str, b: str) -> bool:
+    wa, wb = a.split(), b.split()
+    shorter, longer = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
+    return longer[: len(shorter)] == shorter
+
+
+def compatible(slot: str, a: str, b: str) -> bool:
+    """Whether two positive values of one slot can both hold."""
+    if a == b:
+        return True
+    family = slot.split(".", 1)[0]
+    if family == "location":
+        return places_compatible(a, b)
+    if family == "diet":
+        return frozenset({a, b}) in _COMPATIBLE_DIETS
+    if family == "date":
+        return _dates_compatible(a, b)
+    if family == "amount":
+        try:
+            return abs(float(a) - float(b)) <= 1e-6 * max(abs(float(a)), 1.0)
+        except ValueError:
+            return False
+    if slot in ("user.name", "booking.name"):
+        return _names_compatible(a, b)
+    return False
+
+
+def conflicts(a: Statement, b: Statement) -> bool:
+    if a.slot != b.slot or (a.negated and b.negated):
+        return False
+    if a.negated != b.negated:
+        return a.value == b.value  # "I don't want a luxury hotel" / "I want a luxury hotel"
+    return not compatible(a.slot, a.value, b.value)
+
+
+def duplicates(a: Statement, b: Statement) -> bool:
+    return a.slot == b.slot and a.negated == b.negated and a.value == b.value
+
+
+def clash_type(newer: Statement, simultaneous: bool) -> str:
+    if newer.kind == "preference":
+        return CONTRADICTORY_PREFERENCES
+    if newer.kind == "fact" or simultaneous:
+        return CONFLICTING_FACTS  # with no order, neither value is the outdated one
+    return OUTDATED_INFORMATION
+
+
+# ----------------------------------------------------------------------------- the local detector
+
+
+def inherit_qualifiers(found: list[Located]) -> list[Located]:
+    """Complete statements that lean on the conversation (`found` is in conversation order):
+
+    - a price level with no domain ("we want to go luxury") takes the domain of the nearest
+      price statement that has one (earlier first), else "general";
+    - a changed date or time with no event ("make it 7:30pm instead") takes the event of the
+      latest earlier date or time, and is dropped when there is none;
+    - a count with no qualifier ("make it 3 nights") takes the qualifier of the latest earlier
+      count of the same thing ("2 nights in Rome").
+    """
+    out: list[Located] = []
+    for i, loc in enumerate(found):
+        slot = loc.st.slot
+        if slot.startswith("tier.") and _domain_of(slot) == "":
+            loc = _with_domain(loc, found, i)
+        elif slot in ("date.?", "time.?"):
+            family = slot[:5]
+            earlier = [l for l in reversed(out) if l.st.slot.startswith(family) and l.st.slot != slot]
+            if not earlier:
+                continue
+            loc = replace(loc, st=replace(loc.st, slot=earlier[0].st.slot, label=earlier[0].st.label))
+        elif slot.startswith("count.") and ">" not in slot:
+            earlier = [l for l in reversed(out) if l.st.slot.split(">", 1)[0] == slot and ">" in l.st.slot]
+            if earlier:
+                loc = replace(loc, st=replace(loc.st, slot=earlier[0].st.slot))
+        out.append(loc)
+    return out
+
+
+def _with_domain(loc: Located, found: list[Located], i: int) -> Located:
+    tiers = [l for l in found if l.st.slot.startswith("tier.") and _domain_of(l.st.slot)]
+    earlier = [l for l in tiers if l.order < loc.order]
+    later = [l for l in tiers if l.order > loc.order]
+    ref = earlier[-1] if earlier else later[0] if later else None
+    domain = _domain_of(ref.st.slot) if ref else "general"
+    label = f"{domain} preference" if domain != "general" else "price level"
+    return replace(loc, st=replace(loc.st, slot=loc.st.slot.replace("tier.", f"tier.{domain}", 1), label=label))
+
+
+def _domain_of(slot: str) -> str:
+    return slot.split(".", 1)[1].split("@", 1)[0].split(">", 1)[0]
+
+
+def local_clashes(found: Iterable[Located]) -> list[Clash]:
+    """Every contradicting pair (older, newer) per slot, and the nearest duplicate of each statement."""
+    by_slot: dict[str, list[Located]] = {}
+    for loc in inherit_qualifiers(sorted(found, key=lambda l: l.order)):
+        by_slot.setdefault(loc.st.slot, []).append(loc)
+    clashes: list[Clash] = []
+    for items in by_slot.values():
+        for j, newer in enumerate(items):
+            duplicate_seen = False
+            for older in reversed(items[:j]):
+                if conflicts(older.st, newer.st):
+                    clashes.append(make_clash(older, newer))
+                elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st):
+                    clashes.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
+                    duplicate_seen = True
+    return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))
+
+
+def make_clash(older: Located, newer: Located, detector: str = "local", type_: str | None = None) -> Clash:
+    simultaneous = older.message == newer.message and not newer.st.changes
+    return Clash(type_ or clash_type(newer.st, simultaneous), older, newer, simultaneous, detector)

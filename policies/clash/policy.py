@@ -1,0 +1,220 @@
+"""The `clash` policy: find statements in the conversation that contradict each other, and
+resolve them before the model reads them (RF-006 scenarios 16-20, RF-005 scenario 7,
+UC-SYS-003 alternate 7).
+
+Per request: the user messages' statements are extracted (cached per message text), a
+detector pairs the ones that clash (the local rule-based detector, or an LLM judge when
+`judge_model` is set), the resolver decides by strategy, answer or memory which statement
+stays live, and either the forwarded messages are edited (on copies) or the proxy answers with
+a clarifying question. Decisions are remembered per session, so every later turn forwards the
+same prefix.
+
+Metrics (scenario 20): ctxwarden.clash.detected{type,detector}, ctxwarden.clash.resolved
+{type,strategy,by=auto|user}, ctxwarden.clash.needs_user{type,reason}, ctxwarden.clash.unresolved
+{type,reason}; totals and shares at GET /admin/clash/stats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter, OrderedDict
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..base import BasePolicy, Exchange, Respond, Services, Verdict
+from ..messages import Message
+from .detect import Clash, Located, local_clashes, text_keys
+from .edit import apply_losses
+from .judge import Judge, JudgeError
+from .state import SessionMemory, SessionState
+from .question import Texts
+from .resolve import Resolution, resolve
+from ..text.statements.extract import extract
+from ..text.statements.model import Statement
+
+log = logging.getLogger("ctxwarden.clash")
+
+OFFLOAD_CHARS = 300  # uncached user text above this is extracted in a worker thread (~4 µs a char: ≈1 ms)
+
+
+class ClashConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    strategy: Literal["prefer_recent", "ask_user", "merge", "keep_existing"] = "prefer_recent"
+    judge_model: str | None = None
+    judge_timeout_s: float = Field(10, gt=0)
+    max_sessions: int = Field(10_000, ge=1)
+    session_ttl_s: float = Field(86_400, gt=0)
+    cache_size: int = Field(20_000, ge=1)
+
+
+def user_texts(messages: list[Message]) -> Texts:
+    """Every text the user wrote: (message index, part index or -1 for string content) → text."""
+    texts: Texts = {}
+    for i, m in enumerate(messages):
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            texts[(i, -1)] = content
+        elif isinstance(content, list):
+            for j, part in enumerate(content):
+                if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                    texts[(i, j)] = part["text"]
+    return texts
+
+
+class ClashPolicy(BasePolicy):
+    name = "clash"
+    Config = ClashConfig
+
+    def __init__(self, config: ClashConfig, services: Services) -> None:
+        super().__init__(config, services)
+        self.memory = SessionMemory(config.max_sessions, config.session_ttl_s)
+        self.judge = Judge(config.judge_model, services, config.judge_timeout_s) if config.judge_model else None
+        self._statements: OrderedDict[str, tuple[Statement, ...]] = OrderedDict()
+        self.stats: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ request
+
+    async def on_request(self, ex: Exchange) -> Verdict | None:
+        texts = user_texts(ex.messages)
+        if len(texts) < 1:
+            return None
+        state = self.memory.get(ex.session_id)
+        found = await self._locate(texts)
+        clashes = await self._detect(ex, texts, found, state)
+        if not clashes:
+            return None
+        self._report_duplicates(ex, clashes, state)
+        res = resolve(clashes, self.config.strategy, state, ex.messages, texts)
+        self._report_decisions(ex, res, state)
+        if res.ask:
+            return self._ask(ex, res, state)
+        if res.losses:
+            ex.messages, stats = apply_losses(ex.messages, res.losses, found, texts)
+            self.record(ex, "resolve", strategy=self.config.strategy, superseded=len(res.losses), removed=stats.removed,
+                        marked=stats.marked, merged=stats.merged, remembered=res.remembered)
+            if stats.merge_fallbacks:
+                self.record(ex, "merge_fallback", count=stats.merge_fallbacks)
+        return None
+
+    async def _locate(self, texts: Texts) -> list[Located]:
+        keys = text_keys(texts)
+        hashes = {where: key.split("#", 1)[0] for where, key in keys.items()}
+        missing = {h: texts[w] for w, h in hashes.items() if h not in self._statements}
+        if missing:
+            if sum(len(t) for t in missing.values()) > OFFLOAD_CHARS:
+                extracted = await asyncio.to_thread(lambda: {h: extract(t) for h, t in missing.items()})
+            else:
+                extracted = {h: extract(t) for h, t in missing.items()}
+            for h, statements in extracted.items():
+                self._remember(h, statements)
+        found: list[Located] = []
+        for (message, part), h in sorted(hashes.items()):
+            self._statements.move_to_end(h)
+            found += [Located(message, part, keys[(message, part)], st) for st in self._statements[h]]
+        return found
+
+    def _remember(self, text_hash: str, statements: tuple[Statement, ...]) -> None:
+        self._statements[text_hash] = statements
+        while len(self._statements) > self.config.cache_size:
+            self._statements.popitem(last=False)
+
+    async def _detect(self, ex: Exchange, texts: Texts, found: list[Located], state: SessionState) -> list[Clash]:
+        if self.judge is not None:
+            try:
+                return await self.judge.clashes(ex, texts, state)
+            except JudgeError as exc:
+                log.warning("clash judge failed (%s); request %s uses the local detector", exc, ex.request_id)
+                self.services.metrics.add("ctxwarden.clash.judge_failures", 1, model=self.config.judge_model)
+                self.record(ex, "judge_failed", error=str(exc)[:200], fallback="local")
+        return local_clashes(found)
+
+    # ------------------------------------------------------------------ reporting
+
+    def _report_duplicates(self, ex: Exchange, clashes: list[Clash], state: SessionState) -> None:
+        new = [c for c in clashes if c.duplicate and c.key not in state.seen_duplicates]
+        for c in new:
+            state.seen_duplicates.add(c.key)
+            self._count("detected", c)
+        if new:
+            self.record(ex, "duplicate", count=len(new), slots=[c.label for c in new])
+
+    def _report_decisions(self, ex: Exchange, res: Resolution, state: SessionState) -> None:
+        for c, d in res.decided:
+            if c.key not in state.asked:  # a clash we asked about was counted when asked
+                self._count("detected", c)
+            if d.how == "user":
+                self._count("resolved", c, strategy="ask_user", by="user")
+                self.record(ex, "user_answer", type=c.type, label=c.label, choice=d.winner)
+            elif d.winner == "both":
+                self._count("unresolved", c, reason=d.how)
+                self.record(ex, "unresolved", type=c.type, label=c.label, reason=d.how)
+            else:
+                self._count("resolved", c, strategy=d.how, by="auto")
+        if res.decided:
+            log.info("session %s: %d new clash decision(s): %s", ex.session_id, len(res.decided),
+                     "; ".join(f"{c.type} {c.label} {c.older.st.value!r}→{c.newer.st.value!r}: {d.winner} ({d.how})"
+                               for c, d in res.decided))
+
+    def _ask(self, ex: Exchange, res: Resolution, state: SessionState) -> Respond:
+        c = res.ask
+        assert c is not None
+        reason = "simultaneous" if c.simultaneous else "ask_user"
+        if c.key not in state.asked:
+            state.asked.add(c.key)
+            self._count("detected", c)
+            self._count("needs_user", c, reason=reason)
+        self.record(ex, "ask_user", type=c.type, label=c.label, reason=reason,
+                    older=c.older.st.display, newer=c.newer.st.display)
+        return Respond(res.question, reason=f"clash.{reason}")
+
+    def _count(self, what: str, c: Clash, **attrs: Any) -> None:
+        attributes = {"type": c.type, **({"detector": c.detector} if what == "detected" else {}), **attrs}
+        self.services.metrics.add(f"ctxwarden.clash.{what}", 1, **attributes)
+        self.stats[what] += 1
+        self.stats[f"{what}.type.{c.type}"] += 1
+        for key in ("strategy", "reason"):
+            if key in attrs:
+                self.stats[f"{what}.{key}.{attrs[key]}"] += 1
+
+    # ------------------------------------------------------------------ admin
+
+    def admin_routes(self) -> list[tuple[str, str, Any]]:
+        return [("/admin/clash/stats", "GET", self._stats_route)]
+
+    async def _stats_route(self, params: dict[str, Any], body: Any) -> tuple[int, dict[str, Any]]:
+        return 200, clash_stats(self.stats, self.config.strategy, len(self.memory))
+
+
+def clash_stats(stats: Counter[str], strategy: str, sessions: int) -> dict[str, Any]:
+    """Scenario 20's figures: totals, shares, the types seen and the strategies used."""
+    auto = stats["resolved"] - stats["resolved.strategy.ask_user"]
+    # every contradiction is settled automatically, asked about, or (unordered, in the history) left as is
+    contradictions = auto + stats["needs_user"] + stats["unresolved.reason.unordered"]
+    duplicates = stats["detected.type.DUPLICATE_FACTS"]
+
+    def share(n: int) -> float:
+        return round(n / contradictions, 4) if contradictions else 0.0
+
+    def section(prefix: str) -> dict[str, int]:
+        return {k[len(prefix):]: v for k, v in sorted(stats.items()) if k.startswith(prefix)}
+
+    return {
+        "strategy": strategy,
+        "sessions": sessions,
+        "total_clashes_detected": stats["detected"],
+        "contradictions": contradictions,
+        "duplicates": duplicates,
+        "auto_resolved": auto,
+        "auto_resolved_share": share(auto),
+        "user_intervention_required": stats["needs_user"],
+        "user_intervention_share": share(stats["needs_user"]),
+        "resolved_by_user": stats["resolved.strategy.ask_user"],
+        "unresolved": stats["unresolved"],
+        "by_type": section("detected.type."),
+        "resolution_strategies_used": section("resolved.strategy."),
+    }

@@ -1,0 +1,220 @@
+"""The `archive` policy: move big tool results to the scratchpad, behind `ref=<id>` stubs.
+
+Which tool results (content above `min_tokens`, text only):
+- always: results from earlier turns (before the current user message): the model has used them;
+- budget `compress`: also results of the current turn, those the model already answered first,
+  until the request fits `ex.target_tokens`;
+- budget `aggressive`: every tool result whose stub is smaller than it (RF-005 scenario 14).
+
+The forwarded tool message keeps its `tool_call_id` (pairs stay intact) and a one-line stub with
+the ref and a gist. Refs are deterministic (content + tool_call_id), so the next turn forwards the
+same stubs: the prefix stays cache-stable. Whenever the forwarded context holds refs (ours or the
+history policy's summaries), the proxy offers `context_recall(ref)` and answers it from the
+scratchpad, for at most `max_recall_rounds` rounds per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..base import BasePolicy, Exchange, Services, Verdict
+from ..messages import Message, content_text, last_user_index
+from .extractive import gist
+from .scratchpad import (
+    RECALL_TOOL,
+    STUB_PREFIX,
+    archive_ref,
+    ensure_recall_tool,
+    recall_recorder,
+    refs_in,
+    shared_scratchpad,
+    stub_text,
+)
+
+STUB_FLOOR_TOKENS = 80  # aggressive mode: results this small are cheaper kept than stubbed
+
+
+class ArchiveConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    min_tokens: int = Field(500, ge=1)
+    max_recall_rounds: int = Field(3, ge=0)
+    gist_chars: int = Field(160, ge=40, le=1000)
+    memory_entries: int = Field(2000, ge=10)
+
+
+@dataclass
+class _Candidate:
+    index: int
+    tokens: int
+    text: str
+    ref: str
+
+
+@dataclass
+class _Known:
+    """What one archived result costs to recompute: its size, stub and gist, remembered by ref."""
+
+    tokens: int
+    stub: str = ""
+    gist: str = ""
+    stub_tokens: int = 0
+
+
+def _text_only(message: Message) -> bool:
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return True
+    return all(isinstance(p, dict) and p.get("type") == "text" for p in content)
+
+
+class ArchivePolicy(BasePolicy):
+    name = "archive"
+    Config = ArchiveConfig
+
+    def __init__(self, config: ArchiveConfig, services: Services) -> None:
+        super().__init__(config, services)
+        self.scratchpad = shared_scratchpad(services, config.memory_entries)
+        self._known: OrderedDict[str, _Known] = OrderedDict()  # by ref; bounded
+        self._lock = threading.Lock()
+        self._record_recall = recall_recorder(services)
+
+    async def on_request(self, ex: Exchange) -> Verdict | None:
+        started = time.perf_counter()
+        messages = list(ex.messages)
+        archived, total = await self._archive(ex, messages)
+        if archived:
+            ex.messages = messages
+        if refs_in(ex.messages):
+            ensure_recall_tool(ex, self.scratchpad, self._record_recall, rounds=self.config.max_recall_rounds)
+        if total is not None and ex.target_tokens is not None and total > ex.target_tokens:
+            self.record(ex, "target_missed", tokens=total, target_tokens=ex.target_tokens)
+        if archived:
+            self._metrics(ex, archived, started)
+        return None
+
+    async def aclose(self) -> None:
+        """Persist archived texts still waiting for Chroma."""
+        await self.scratchpad.flush()
+
+    # ------------------------------------------------------------------ choosing
+
+    def _candidates(self, ex: Exchange, messages: list[Message]) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
+        """Tool results by phase: earlier turns, current turn already answered, current turn unanswered."""
+        cfg: ArchiveConfig = self.config
+        last_user = last_user_index(messages)
+        last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+        floor = STUB_FLOOR_TOKENS if ex.pressure == "aggressive" else cfg.min_tokens
+        earlier, answered, unanswered, skipped = [], [], [], 0
+        for i, msg in enumerate(messages):
+            if msg.get("role") != "tool":
+                continue
+            text = content_text(msg)
+            if text.startswith(STUB_PREFIX):
+                continue
+            ref = archive_ref(text, str(msg.get("tool_call_id", "")))
+            tokens = self._remember(ref, msg, ex.model).tokens
+            if tokens <= floor:
+                continue
+            if not _text_only(msg):
+                skipped += 1  # an image cannot come back as text: it stays in place
+                continue
+            cand = _Candidate(i, tokens, text, ref)
+            if i < last_user and tokens > cfg.min_tokens:
+                earlier.append(cand)
+            elif i < last_assistant:
+                answered.append(cand)
+            else:
+                unanswered.append(cand)
+        if skipped:
+            self.record(ex, "skip_non_text", messages=skipped)
+        return earlier, answered, unanswered
+
+    def _remember(self, ref: str, message: Message, model: str) -> _Known:
+        with self._lock:
+            known = self._known.get(ref)
+            if known is not None:
+                self._known.move_to_end(ref)
+                return known
+        known = _Known(self.services.tokens.count_message(message, model))
+        with self._lock:
+            self._known[ref] = known
+            while len(self._known) > 20_000:
+                self._known.popitem(last=False)
+        return known
+
+    async def _archive(self, ex: Exchange, messages: list[Message]) -> tuple[list[_Candidate], int | None]:
+        """Stub the chosen results in `messages` (a new list). Returns what was archived and, under
+        budget pressure, the request's tokens afterwards (tracked, not recounted per stub)."""
+        cfg: ArchiveConfig = self.config
+        earlier, answered, unanswered = await asyncio.to_thread(self._candidates, ex, messages)
+        done: list[_Candidate] = []
+        await self._stub(ex, messages, earlier, done)
+        if ex.pressure == "none" or ex.target_tokens is None:
+            return done, None
+        if ex.pressure == "aggressive":
+            await self._stub(ex, messages, answered + unanswered, done)
+            return done, await asyncio.to_thread(self._request_tokens, ex, messages)
+        total = await asyncio.to_thread(self._request_tokens, ex, messages)
+        for cand in [c for c in answered + unanswered if c.tokens > cfg.min_tokens]:
+            if total <= ex.target_tokens:
+                break
+            await self._stub(ex, messages, [cand], done)
+            known = self._known.get(cand.ref)
+            total -= cand.tokens - (known.stub_tokens if known else 0)
+        if done:  # exact figure: the first stub also adds the context_recall definition
+            total = await asyncio.to_thread(self._request_tokens, ex, messages)
+        return done, total
+
+    def _request_tokens(self, ex: Exchange, messages: list[Message]) -> int:
+        tokens = self.services.tokens
+        tools = list(ex.tools or []) + [pt.definition for pt in ex.proxy_tools.values()]
+        if refs_in(messages) and RECALL_TOOL["function"]["name"] not in ex.proxy_tools:
+            tools.append(RECALL_TOOL)
+        return tokens.count_messages(messages, ex.model) + tokens.count_tools(tools, ex.model)
+
+    # ------------------------------------------------------------------ stubbing
+
+    async def _stub(self, ex: Exchange, messages: list[Message], cands: list[_Candidate], done: list[_Candidate]) -> None:
+        if not cands:
+            return
+        knowns = await asyncio.to_thread(self._make_stubs, messages, cands, ex.model)
+        for cand, known in zip(cands, knowns):
+            original = messages[cand.index]
+            self.scratchpad.put(ex.tenant, cand.ref, cand.text, kind="tool_result",
+                                tool_call_id=original.get("tool_call_id", ""), tokens=cand.tokens, gist=known.gist)
+            replaced: Message = {"role": "tool", "tool_call_id": original.get("tool_call_id"), "content": known.stub}
+            if original.get("name"):
+                replaced["name"] = original["name"]
+            messages[cand.index] = replaced
+            done.append(cand)
+
+    def _make_stubs(self, messages: list[Message], cands: list[_Candidate], model: str) -> list[_Known]:
+        out = []
+        for cand in cands:
+            known = self._remember(cand.ref, messages[cand.index], model)
+            if not known.stub:  # gists are not free: made once per ref
+                known.gist = gist(cand.text, self.config.gist_chars).replace("]", ")")
+                known.stub = stub_text(cand.ref, cand.tokens, known.gist)
+                known.stub_tokens = self.services.tokens.count_message({"role": "tool", "content": known.stub}, model)
+            out.append(known)
+        return out
+
+    def _metrics(self, ex: Exchange, archived: list[_Candidate], started: float) -> None:
+        archived_tokens = sum(c.tokens for c in archived)
+        stub_tokens = sum(self._known[c.ref].stub_tokens if c.ref in self._known else 0 for c in archived)
+        freed = archived_tokens - stub_tokens
+        self.record(ex, "archive", results=len(archived), tokens_freed=freed, mode=ex.pressure,
+                    refs=[c.ref for c in archived][:10])
+        metrics = self.services.metrics
+        metrics.add("ctxwarden.archive.archived", len(archived), mode=ex.pressure)
+        metrics.add("ctxwarden.compression.triggered", 1, policy=self.name, mode=ex.pressure)
+        metrics.record("ctxwarden.compression.tokens_freed", freed, policy=self.name)
+        metrics.record("ctxwarden.compression.ratio", archived_tokens / max(1, stub_tokens), policy=self.name)
+        metrics.record("ctxwarden.compression.duration_ms", (time.perf_counter() - started) * 1000, policy=self.name)

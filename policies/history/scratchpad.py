@@ -1,0 +1,292 @@
+"""The scratchpad: archived texts behind `ref=<id>` stubs, and the `context_recall` tool.
+
+Writes land in memory at once (the request path never waits on disk) and are persisted to a Chroma
+collection (`scratchpad`, one per tenant) by a background task: Chroma commits cost tens of
+milliseconds each, so they are batched off the request path. Reads hit memory first, then Chroma.
+Ids are deterministic (a hash of the content and the tool call id), so the same conversation is
+archived under the same refs on every turn, and a lost write heals itself: the client resends
+the original with its next request, and it is archived again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+import time
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable
+
+from ..base import Exchange, ProxyTool, Services
+from ..messages import Message, content_text
+from ..cache import stable_hash
+
+log = logging.getLogger("ctxwarden.scratchpad")
+
+RECALL_TOOL_NAME = "context_recall"
+REF_RE = re.compile(r"ref=((?:ar|hs)_[A-Za-z0-9_-]{8,64})")
+VALID_REF = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+STUB_PREFIX = "[archived tool result ref="
+COLLECTION = "scratchpad"
+VECTOR_DIM = 64
+
+RECALL_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": RECALL_TOOL_NAME,
+        "description": (
+            "Fetch the full text of content archived out of this conversation to save context. "
+            "Archived tool results and summarized history show a reference as ref=<id>; pass that id."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"ref": {"type": "string", "description": "The id after ref= in an archive stub or summary."}},
+            "required": ["ref"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def archive_ref(content: str, tool_call_id: str) -> str:
+    """The ref of an archived tool result: stable for the same content and call."""
+    return "ar_" + stable_hash(f"{tool_call_id}\x00{content}")[:20]
+
+
+def span_ref(key: str) -> str:
+    """The ref of an archived history span (its summary block's span key)."""
+    return "hs_" + key[:20]
+
+
+def stub_text(ref: str, tokens: int, gist_line: str) -> str:
+    return (
+        f"{STUB_PREFIX}{ref}: {tokens} tokens; gist: {gist_line}. "
+        f"Call {RECALL_TOOL_NAME} with this ref for the full text.]"
+    )
+
+
+def refs_in(messages: Iterable[Message]) -> list[str]:
+    """Archive refs the forwarded messages mention (stubs and summaries)."""
+    found: list[str] = []
+    for msg in messages:
+        if msg.get("role") not in ("tool", "system", "developer"):
+            continue
+        for ref in REF_RE.findall(content_text(msg)):
+            if ref not in found:
+                found.append(ref)
+    return found
+
+
+def lexical_vector(text: str, dim: int = VECTOR_DIM) -> list[float]:
+    """A small hashed bag-of-words vector of the text's opening. Entries are fetched by id; Chroma still
+    needs a vector, and a local one keeps the collection independent of the configured embedder."""
+    vec = [0.0] * dim
+    for word in re.findall(r"\w+", text[:1000].lower()):
+        vec[zlib.crc32(word.encode()) % dim] += 1.0
+    norm = math.sqrt(sum(v * v for v in vec))
+    return [v / norm for v in vec] if norm else [1.0] + [0.0] * (dim - 1)
+
+
+@dataclass
+class _Entry:
+    text: str
+    meta: dict[str, Any]
+    persisted: bool = False
+
+
+MEMORY_BYTES = 64 * 1024 * 1024  # archived text held in memory in front of Chroma, at most
+
+
+class Scratchpad:
+    """Archived texts per tenant: memory (bounded) in front of Chroma (persistent)."""
+
+    def __init__(self, services: Services, memory_entries: int = 2000) -> None:
+        self.services = services
+        self.memory: OrderedDict[tuple[str | None, str], _Entry] = OrderedDict()
+        self.memory_entries = memory_entries
+        self.memory_bytes = 0  # the texts' total size: big archived spans are bounded by bytes too
+        self._pending: dict[tuple[str | None, str], _Entry] = {}
+        self._flusher: asyncio.Task | None = None
+        self.persist_errors = 0
+
+    # ------------------------------------------------------------------ write
+
+    def put(self, tenant: str | None, ref: str, text: str, **meta: Any) -> bool:
+        """Archive `text` under `ref` (memory now, Chroma soon). False if it was already there."""
+        key = (tenant, ref)
+        started = time.perf_counter()
+        known = self.memory.get(key)
+        if known is not None:
+            self.memory.move_to_end(key)
+            if not known.persisted and key not in self._pending and self.services.store is not None:
+                self._pending[key] = known  # an earlier write failed: try again
+                self._schedule_flush()
+            return False
+        entry = _Entry(text, {**meta, "created": time.time()})
+        self.memory[key] = entry
+        self.memory_bytes += len(text)
+        self._evict()
+        if self.services.store is not None:
+            self._pending[key] = entry
+            self._schedule_flush()
+        self.services.metrics.add("ctxwarden.scratchpad.writes", 1, kind=meta.get("kind", "text"))
+        self.services.metrics.record("ctxwarden.scratchpad.write_ms", (time.perf_counter() - started) * 1000)
+        return True
+
+    def _evict(self) -> None:
+        """Drop the oldest entries, persisted ones first; pending writes stay until written. An entry
+        lost here while the store is down comes back with the next request that carries it."""
+        for only_persisted in (True, False):
+            for key in list(self.memory):
+                if len(self.memory) <= self.memory_entries and self.memory_bytes <= MEMORY_BYTES:
+                    return
+                entry = self.memory[key]
+                if key not in self._pending and (entry.persisted or not only_persisted or self.services.store is None):
+                    del self.memory[key]
+                    self.memory_bytes -= len(entry.text)
+
+    def _schedule_flush(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            try:
+                self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+            except RuntimeError:  # no running loop (library use): write now
+                self._persist_batch(self._take_pending())
+                self._evict()
+
+    def _take_pending(self) -> dict[tuple[str | None, str], _Entry]:
+        batch, self._pending = self._pending, {}
+        return batch
+
+    async def _flush_loop(self) -> None:
+        while self._pending:
+            await asyncio.to_thread(self._persist_batch, self._take_pending())
+            self._evict()  # here, on the event loop, where `memory` is changed
+
+    def _persist_batch(self, batch: dict[tuple[str | None, str], _Entry]) -> None:
+        by_tenant: dict[str | None, list[tuple[str, _Entry]]] = {}
+        for (tenant, ref), entry in batch.items():
+            by_tenant.setdefault(tenant, []).append((ref, entry))
+        for tenant, items in by_tenant.items():
+            started = time.perf_counter()
+            try:
+                col = self.services.store.collection(COLLECTION, tenant)  # type: ignore[union-attr]
+                col.upsert(
+                    ids=[ref for ref, _ in items],
+                    documents=[e.text for _, e in items],
+                    embeddings=[lexical_vector(e.meta.get("gist") or e.text) for _, e in items],
+                    metadatas=[_chroma_meta(e.meta) for _, e in items],
+                )
+            except Exception as exc:  # memory keeps serving; the next request carrying it retries the write
+                self.persist_errors += 1
+                log.exception("scratchpad: persisting %d entries for tenant %r failed", len(items), tenant)
+                self.services.metrics.add("ctxwarden.scratchpad.errors", 1, op="write", error=type(exc).__name__)
+                continue
+            for _, entry in items:
+                entry.persisted = True
+            self.services.metrics.record("ctxwarden.scratchpad.persist_ms", (time.perf_counter() - started) * 1000)
+
+    async def flush(self) -> None:
+        """Wait until every write so far is in Chroma (tests, shutdown)."""
+        while True:
+            if self._flusher is not None and not self._flusher.done():
+                await self._flusher
+            elif self._pending:
+                self._schedule_flush()
+            else:
+                return
+
+    # ------------------------------------------------------------------ read
+
+    async def get(self, tenant: str | None, ref: str) -> str | None:
+        started = time.perf_counter()
+        entry = self.memory.get((tenant, ref))
+        source = "memory"
+        text = entry.text if entry else None
+        if text is None and self.services.store is not None:
+            source = "store"
+            try:
+                text = await asyncio.to_thread(self._read_store, tenant, ref)
+            except Exception as exc:
+                log.exception("scratchpad: reading %s failed", ref)
+                self.services.metrics.add("ctxwarden.scratchpad.errors", 1, op="read", error=type(exc).__name__)
+                text = None
+        self.services.metrics.add("ctxwarden.scratchpad.reads", 1, source=source, found=text is not None)
+        self.services.metrics.record("ctxwarden.scratchpad.read_ms", (time.perf_counter() - started) * 1000, source=source)
+        return text
+
+    def _read_store(self, tenant: str | None, ref: str) -> str | None:
+        col = self.services.store.collection(COLLECTION, tenant)  # type: ignore[union-attr]
+        got = col.get(ids=[ref], include=["documents"])
+        docs = got.get("documents") or []
+        return docs[0] if docs else None
+
+
+def _chroma_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
+
+
+RecordFn = Callable[..., Any]
+
+
+def recall_handler(pad: Scratchpad, record: RecordFn) -> Callable[[Exchange, str], Awaitable[str]]:
+    async def handle(ex: Exchange, raw_arguments: str) -> str:
+        try:
+            args = json.loads(raw_arguments or "{}")
+        except ValueError:
+            args = {}
+        ref = str(args.get("ref", "")).strip() if isinstance(args, dict) else ""
+        if ref.startswith("ref="):
+            ref = ref[4:]
+        if not VALID_REF.match(ref):
+            record(ex, "recall_invalid", ref=ref[:100])
+            return f'error: {RECALL_TOOL_NAME} needs {{"ref": "<id>"}}, the id shown as ref=<id> in an archive stub or summary.'
+        text = await pad.get(ex.tenant, ref)
+        if text is None:
+            record(ex, "recall_unknown", ref=ref)
+            return f"error: nothing is archived under ref={ref} for this conversation's tenant (unknown or expired reference)."
+        record(ex, "recall", ref=ref, chars=len(text))
+        return text
+
+    return handle
+
+
+def ensure_recall_tool(ex: Exchange, pad: Scratchpad, record: RecordFn, rounds: int | None = None) -> bool:
+    """Offer `context_recall` when the forwarded context holds refs. False if the client owns the name."""
+    if RECALL_TOOL_NAME in ex.proxy_tools:
+        if rounds is not None:
+            ex.state["proxy_tool_rounds"] = rounds
+        return True
+    client_names = {(t.get("function") or {}).get("name") for t in ex.tools or []}
+    if RECALL_TOOL_NAME in client_names:
+        record(ex, "recall_name_taken")
+        return False
+    ex.proxy_tools[RECALL_TOOL_NAME] = ProxyTool(RECALL_TOOL, recall_handler(pad, record))
+    if rounds is not None:
+        ex.state["proxy_tool_rounds"] = rounds
+    return True
+
+
+def shared_scratchpad(services: Services, memory_entries: int = 2000) -> Scratchpad:
+    """One scratchpad per Services bundle, so history and archive read each other's refs."""
+    pad = getattr(services, "_ctxwarden_scratchpad", None)
+    if pad is None:
+        pad = Scratchpad(services, memory_entries)
+        try:
+            setattr(services, "_ctxwarden_scratchpad", pad)
+        except AttributeError:
+            pass
+    return pad
+
+
+def recall_recorder(services: Services) -> RecordFn:
+    """Recall actions are the archive's (`archive.recall`), whichever policy offered the tool."""
+
+    def record(ex: Exchange, name: str, **detail: Any) -> None:
+        services.metrics.add("ctxwarden.policy.actions", 1, policy="archive", action=name)
+        ex.record("archive", name, **detail)
+
+    return record

@@ -1,0 +1,241 @@
+"""Pure loop detection over an agent's tool-call rounds (no I/O, no state).
+
+A *round* is one assistant message of the current turn (everything after the last user
+message): the set of tool calls it made, each keyed by tool name + normalized arguments, and
+the results the tool messages gave back. Three kinds of loop are found at the end of the turn:
+
+- ``repeat``: the same round `max_repeats` times in a row (period 1);
+- ``cycle``: a sequence of 2..`max_period` rounds repeated `max_repeats` times (A→B→A→B→A→B);
+- ``rounds``: more than `max_tool_rounds` tool-call rounds since the last user message.
+
+A repetition only counts when it brought no new information: each repeated call's result is
+the same as at its previous occurrence, or empty. So a retry after an error that then succeeds,
+pagination (different arguments) and polling that makes progress are not loops.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Sequence
+
+from ..messages import Message, content_text, last_user_index
+from ..cache import stable_hash
+
+LABEL_MAX = 80  # characters of a call's label in messages and logs
+HISTORY_MAX = 30  # rounds of transition history kept with a detected loop
+
+
+@dataclass
+class Round:
+    """One assistant message of the turn: its calls (sorted by key) and where their results are."""
+
+    keys: tuple[str, ...]  # "name(canonical args)" per call, sorted; a text-only round has one "text:<hash>"
+    calls: tuple[tuple[str, str], ...]  # (name, raw arguments) per call, same order; ("", said) for text
+    result_refs: tuple[Any, ...]  # raw tool-message content per call (None: no result), same order
+    has_calls: bool
+
+    @property
+    def label(self) -> str:
+        if not self.has_calls:
+            text = self.calls[0][1]
+            return f'said "{text[:40]}…"' if len(text) > 40 else f'said "{text}"'
+        return " + ".join(call_label(name, args) for name, args in self.calls)
+
+    def result(self, i: int) -> str:
+        return _normalized_result(self.result_refs[i])
+
+
+@dataclass
+class Loop:
+    kind: str  # "repeat" | "cycle" | "rounds"
+    period: int  # rounds per repetition (0 for "rounds")
+    repeats: int  # how many times the cycle ran back to back at the end of the turn
+    cycle: list[str]  # labels of one repetition, in order
+    cycle_keys: tuple[tuple[str, ...], ...]  # the rounds' keys of one repetition, canonically rotated
+    tool_rounds: int  # tool-call rounds since the last user message
+    history: list[str] = field(default_factory=list)  # the transition history that caused it (labels)
+
+    @property
+    def signature(self) -> str:
+        """Identifies this loop across requests of a turn (stable while the loop keeps running)."""
+        return stable_hash([self.kind, [list(k) for k in self.cycle_keys]])
+
+
+# ----------------------------------------------------------------------------- normalization
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, str):
+        return _collapse(value)
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    return value
+
+
+@lru_cache(maxsize=8192)
+def call_key(name: str, arguments: str) -> str:
+    """A call's identity: arguments parsed as JSON, keys sorted, whitespace in strings collapsed.
+
+    Arguments that are not JSON are compared as text with whitespace collapsed.
+    """
+    try:
+        parsed = _canonical(json.loads(arguments)) if arguments.strip() else {}
+        canon = json.dumps(parsed, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        canon = _collapse(arguments)
+    return f"{name}({canon})"
+
+
+def call_label(name: str, arguments: str) -> str:
+    """A short human-readable form of a call, e.g. search(q="paris", page=2); only built for reports."""
+    try:
+        parsed = _canonical(json.loads(arguments)) if arguments.strip() else {}
+        if isinstance(parsed, dict):
+            shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in sorted(parsed.items()))
+        else:
+            shown = json.dumps(parsed, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        shown = _collapse(arguments)
+    label = f"{name}({shown})"
+    return label if len(label) <= LABEL_MAX else label[: LABEL_MAX - 2] + "…)"
+
+
+def _normalized_result(ref: Any) -> str:
+    if ref is None:
+        return ""
+    text = ref if isinstance(ref, str) else content_text({"content": ref})
+    return _collapse(text)
+
+
+# ----------------------------------------------------------------------------- rounds
+
+
+def turn_start(messages: Sequence[Message]) -> int:
+    """Index of the first message of the current turn (after the last user message)."""
+    return last_user_index(messages) + 1
+
+
+def extract_rounds(messages: Sequence[Message], start: int | None = None) -> list[Round]:
+    """The assistant rounds of messages[start:] (default: the turn since the last user message)."""
+    begin = turn_start(messages) if start is None else start
+    tail = messages[begin:]
+    results: dict[str, Any] = {}
+    for m in tail:
+        if m.get("role") == "tool" and m.get("tool_call_id") is not None:
+            results[m["tool_call_id"]] = m.get("content")
+    rounds: list[Round] = []
+    for pos, m in enumerate(tail):
+        if m.get("role") != "assistant":
+            continue
+        calls = m.get("tool_calls") or []
+        if calls:
+            entries = []
+            for c in calls:
+                fn = c.get("function") or {}
+                args = fn.get("arguments")
+                raw = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
+                name = str(fn.get("name", "?"))
+                entries.append((call_key(name, raw), (name, raw), results.get(c.get("id"))))
+            entries.sort(key=lambda e: e[0])
+            rounds.append(Round(tuple(e[0] for e in entries), tuple(e[1] for e in entries), tuple(e[2] for e in entries), True))
+        elif isinstance(m.get("function_call"), dict):  # the legacy single-call format
+            fn = m["function_call"]
+            name, raw = str(fn.get("name", "?")), str(fn.get("arguments") or "")
+            nxt = tail[pos + 1] if pos + 1 < len(tail) else {}
+            result = nxt.get("content") if nxt.get("role") == "function" else None
+            rounds.append(Round((call_key(name, raw),), ((name, raw),), (result,), True))
+        else:
+            text = _collapse(content_text(m))
+            rounds.append(Round((f"text:{stable_hash(text)}",), (("", text),), (None,), False))
+    return rounds
+
+
+# ----------------------------------------------------------------------------- detection
+
+
+def _no_new_information(cur: Round, prev: Round) -> bool:
+    """True when every call of `cur` returned what it returned at `prev`, or nothing."""
+    for i in range(len(cur.keys)):
+        now = cur.result(i)
+        if now and now != prev.result(i):
+            return False
+    return True
+
+
+def _repeats_back(rounds: Sequence[Round], period: int) -> int:
+    """How many whole repetitions of the last `period` rounds run back to back at the end."""
+    n = len(rounds)
+    i = n - period - 1
+    while i >= 0 and rounds[i].keys == rounds[i + period].keys:
+        i -= 1
+    return (n - (i + 1)) // period
+
+
+def _canonical_rotation(keys: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """The smallest rotation, so A→B and B→A (the same cycle seen one round later) match."""
+    return min(tuple(keys[i:] + keys[:i]) for i in range(len(keys)))
+
+
+def find_cycle(rounds: Sequence[Round], max_repeats: int, max_period: int) -> Loop | None:
+    """A cycle of period 1..max_period repeated max_repeats times at the end, without new information."""
+    n = len(rounds)
+    for period in range(1, max_period + 1):
+        window = period * max_repeats
+        if window > n:
+            break
+        start = n - window
+        if not any(rounds[i].has_calls for i in range(n - period, n)):
+            continue  # repeated chatter without calls is not an agent loop
+        if any(rounds[i].keys != rounds[i - period].keys for i in range(start + period, n)):
+            continue
+        if not all(_no_new_information(rounds[i], rounds[i - period]) for i in range(start + period, n)):
+            continue
+        one = list(rounds[n - period:])
+        repeats = _repeats_back(rounds, period)
+        history_from = max(0, n - min(max(window, repeats * period) + 2, HISTORY_MAX))
+        return Loop(
+            kind="repeat" if period == 1 else "cycle",
+            period=period,
+            repeats=repeats,
+            cycle=[r.label for r in one],
+            cycle_keys=_canonical_rotation([r.keys for r in one]),
+            tool_rounds=sum(r.has_calls for r in rounds),
+            history=[r.label for r in rounds[history_from:]],
+        )
+    return None
+
+
+def find_loop(
+    messages: Sequence[Message],
+    *,
+    max_repeats: int = 3,
+    max_period: int = 6,
+    max_tool_rounds: int | None = 25,
+) -> Loop | None:
+    """The loop the current turn ends in, if any (repeat/cycle first, then the round limit)."""
+    rounds = extract_rounds(messages)
+    if not rounds:
+        return None
+    found = find_cycle(rounds, max_repeats, max_period)
+    if found:
+        return found
+    tool_rounds = sum(r.has_calls for r in rounds)
+    if max_tool_rounds is not None and tool_rounds > max_tool_rounds:
+        return Loop(
+            kind="rounds",
+            period=0,
+            repeats=0,
+            cycle=[],
+            cycle_keys=(),
+            tool_rounds=tool_rounds,
+            history=[r.label for r in rounds[-10:]],
+        )
+    return None

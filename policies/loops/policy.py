@@ -1,0 +1,172 @@
+"""The `loops` policy: stop agents that repeat themselves, and sessions that keep being refused.
+
+On the way in it looks at the current turn (everything after the last user message) for a
+repeated tool call, a repeated cycle of calls, or too many tool-call rounds (policies/cycle_detect.py).
+`action: stop` answers the client from the proxy; `action: inject` forwards the request with a
+system note, and stops the loop if it continues after the note.
+
+Independently it is a per-session circuit breaker: exchanges refused by other policies
+(rejected or blocked) are counted in `on_complete`; after `max_retries` in a row, a retry of the
+same turn is answered with an error-state message instead of being forwarded again. A success
+resets the count; a new user message gets one trial.
+
+The note is appended at the END of the forwarded messages (after the last tool result), not after
+the system prompt: every byte the client sent stays a byte-identical prefix, so the provider's
+prompt cache still covers the whole conversation, and the note is the most recent thing the
+model reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..base import BasePolicy, Exchange, Respond, Services, Verdict
+from ..messages import Message, content_text, last_user_index
+from ..cache import stable_hash
+from .detect import Loop, find_loop, turn_start
+from .state import SessionMemory
+from .replies import error_state_answer, loop_note, stop_answer
+
+log = logging.getLogger("ctxwarden.loops")
+
+MAX_REASONS = 10
+OFFLOAD_TAIL_MESSAGES = 100  # turns longer than this are checked in a worker thread
+
+
+class LoopsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    max_repeats: int = Field(3, ge=2)
+    max_period: int = Field(6, ge=1, le=20)
+    max_tool_rounds: int | None = Field(25, ge=1)
+    action: Literal["stop", "inject"] = "stop"
+    max_retries: int | None = Field(3, ge=1)
+    max_sessions: int = Field(10_000, ge=1)
+    session_ttl_s: float = Field(3600, gt=0)
+
+
+def turn_key(messages: list[Message]) -> str:
+    """Identifies the current turn: the last user message and where it stands."""
+    i = last_user_index(messages)
+    return stable_hash([i, content_text(messages[i]) if i >= 0 else ""])
+
+
+class LoopsPolicy(BasePolicy):
+    name = "loops"
+    Config = LoopsConfig
+
+    def __init__(self, config: LoopsConfig, services: Services) -> None:
+        super().__init__(config, services)
+        self.memory = SessionMemory(config.max_sessions, config.session_ttl_s)
+
+    # ------------------------------------------------------------------ request
+
+    async def on_request(self, ex: Exchange) -> Verdict | None:
+        cfg: LoopsConfig = self.config
+        turn = turn_key(ex.original_messages)
+        verdict = self._retries_exhausted(ex, turn)
+        if verdict:
+            return verdict
+        detect = functools.partial(
+            find_loop,
+            ex.original_messages,
+            max_repeats=cfg.max_repeats,
+            max_period=cfg.max_period,
+            max_tool_rounds=cfg.max_tool_rounds,
+        )
+        # ~10 µs per call not seen before (JSON parse + canonical form): keep long turns off the event loop.
+        long_turn = len(ex.original_messages) - turn_start(ex.original_messages) > OFFLOAD_TAIL_MESSAGES
+        loop = await asyncio.to_thread(detect) if long_turn else detect()
+        if loop is None:
+            return None
+        self.services.metrics.add("ctxwarden.loops.detected", 1, kind=loop.kind)
+        log.warning(
+            "loop detected (%s, period %d, %d repeats, %d tool rounds) in session %s request %s; history: %s",
+            loop.kind, loop.period, loop.repeats, loop.tool_rounds, ex.session_id, ex.request_id,
+            " → ".join(loop.history),
+        )
+        if cfg.action == "stop":
+            return self._stop(ex, loop, after_note=False)
+        return self._inject_or_stop(ex, loop, turn)
+
+    def _inject_or_stop(self, ex: Exchange, loop: Loop, turn: str) -> Verdict | None:
+        state = self.memory.get(ex.session_id)
+        key = stable_hash([turn, loop.signature])
+        noted_at = state.notes.get(key)
+        if noted_at is not None and loop.tool_rounds > noted_at:
+            return self._stop(ex, loop, after_note=True)  # the model saw the note and carried on
+        state.remember_note(key, loop.tool_rounds)  # first note, or the same request sent again
+        role = "developer" if ex.messages and ex.messages[0].get("role") == "developer" else "system"
+        ex.messages = [*ex.messages, {"role": role, "content": loop_note(loop)}]
+        self.services.metrics.add("ctxwarden.loops.injections", 1, kind=loop.kind)
+        self.record(ex, "inject", **self._detail(loop))
+        return None
+
+    def _stop(self, ex: Exchange, loop: Loop, after_note: bool) -> Respond:
+        self.services.metrics.add("ctxwarden.loops.stops", 1, kind=loop.kind)
+        self.record(ex, "stop", after_note=after_note, **self._detail(loop))
+        return Respond(stop_answer(loop, after_note), reason="loops.stop")
+
+    @staticmethod
+    def _detail(loop: Loop) -> dict:
+        return {
+            "kind": loop.kind,
+            "period": loop.period,
+            "repeats": loop.repeats,
+            "tool_rounds": loop.tool_rounds,
+            "cycle": loop.cycle,
+            "history": loop.history,
+        }
+
+    # ------------------------------------------------------------------ retry circuit breaker
+
+    def _retries_exhausted(self, ex: Exchange, turn: str) -> Respond | None:
+        limit = self.config.max_retries
+        state = self.memory.peek(ex.session_id) if limit else None
+        if state is None or state.failures < limit or state.failed_turn != turn:
+            return None  # closed, or a new turn: one trial goes through
+        self.services.metrics.add("ctxwarden.loops.retries_exhausted", 1)
+        self.record(ex, "retries_exhausted", failures=state.failures, reasons=state.failure_reasons)
+        log.warning(
+            "session %s: %d refused attempts in a row (%s); answering with the error state instead of retrying",
+            ex.session_id, state.failures, " → ".join(state.failure_reasons),
+        )
+        return Respond(error_state_answer(state.failures, state.failure_reasons[-state.failures:]),
+                       reason="loops.retries_exhausted")
+
+    async def on_complete(self, ex: Exchange, outcome: str) -> None:
+        if not self.config.max_retries:
+            return
+        if outcome == "ok":
+            state = self.memory.peek(ex.session_id)
+            if state is not None and state.failures:
+                log.info("session %s succeeded after %d refused attempts; retry counter reset", ex.session_id, state.failures)
+                state.reset_failures()
+            return
+        if outcome not in ("rejected", "blocked"):
+            return  # answered by the proxy, or a cut stream: neither a success nor a refusal
+        reason = self._refusal(ex, outcome)
+        if reason is None:
+            return  # an upstream or transport error, not a policy's refusal: the client's retry is legitimate
+        state = self.memory.get(ex.session_id)
+        state.failures += 1
+        state.failure_reasons = [*state.failure_reasons, reason][-MAX_REASONS:]
+        state.failed_turn = turn_key(ex.original_messages)
+        self.services.metrics.add("ctxwarden.loops.refusals", 1, reason=reason)
+        log.info("session %s: attempt refused by %s (%d/%d)", ex.session_id, reason, state.failures, self.config.max_retries)
+
+    def _refusal(self, ex: Exchange, outcome: str) -> str | None:
+        """Which policy refused the exchange (its last action's label), or None if no policy did.
+
+        The pipeline notes the policy whose verdict ended the exchange in `ex.state["verdict_by"]`;
+        without it (an upstream or transport error) nobody refused.
+        """
+        by = ex.state.get("verdict_by")
+        if not by or by == self.name:
+            return None
+        return next((a.label for a in reversed(ex.actions) if a.policy == by), by)

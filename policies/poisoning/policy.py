@@ -1,0 +1,376 @@
+"""The `poisoning` policy: keep hallucinations and planted instructions out of the context.
+
+- Answers (on_response, also sentence by sentence while streaming): claims are checked against
+  the knowledge base; a contradiction the checker is sure of (≥ confidence_threshold) is blocked,
+  turned into a 422, or annotated (`action`); one inside `quarantine_band` is held for a human.
+- Inputs (on_request, `check_inputs`): assistant and tool messages of the incoming context are
+  checked the same way, and against the flag rules (prompt injection in tool results); a bad one
+  is replaced by a short note (`input_action: drop`) or the request is refused (`reject`).
+  Verdicts are cached per message hash, so a growing conversation costs one check per new message.
+- Grounding (`grounding: covered_subjects`, opt-in, answers only): a claim about a subject the KB
+  covers that the KB does not back (an invented cast member, a made-up date) is UNSUPPORTED and
+  goes through the same thresholds (grounding.py). Off by default: what the KB does not say passes.
+- Metrics: checked items, blocked attempts and quarantined items by type, the poisoning rate over
+  `alert_window` seconds with a log alert above `alert_rate`, the quarantine size by type.
+The admin API (KB documents, quarantine review) is in admin.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .assess import Assessment, apply_judge, assess_local
+from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict
+from ..messages import Message, content_text, last_user_index
+from ..cache import LRU, stable_hash
+from .admin import Route, routes
+from .check import UNSUPPORTED, LLMJudge, LocalChecker
+from .findings import MARK, Finding, header_safe, short
+from .flags import FlagRules, FlagRulesConfig
+from .grounding import Grounder
+from .kb import KnowledgeBase
+from .stats import PoisoningStats
+from .quarantine import APPROVED, REJECTED, QuarantineStore
+from .scores import Scores, accuracy, completeness, relevance
+
+log = logging.getLogger("ctxwarden.poisoning")
+
+_OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
+CHECKED_ROLES = ("assistant", "tool")
+_UNSEEN = object()
+
+
+class PoisoningConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    action: Literal["block", "error", "annotate"] = "block"
+    check_inputs: bool = True
+    input_action: Literal["drop", "reject"] = "drop"
+    confidence_threshold: float = Field(0.8, ge=0, le=1)
+    quarantine_band: tuple[float, float] = (0.5, 0.8)
+    judge_model: str | None = None
+    judge_when: Literal["unsure", "always", "never"] = "unsure"
+    flag_rules: FlagRulesConfig = FlagRulesConfig()
+    alert_rate: float = Field(0.05, ge=0, le=1)
+    alert_window: float = Field(3600, gt=0)
+    alert_min_samples: int = Field(20, ge=1)
+    add_approved_to_kb: bool = False
+    top_k: int = Field(4, ge=1, le=50)
+    similarity_floor: float = Field(0.8, ge=0, le=1)
+    on_failure: Literal["pass", "block"] = "pass"
+    kb_refresh_s: float = Field(5.0, ge=0)
+    cache_size: int = Field(10_000, ge=0)
+    grounding: Literal["off", "covered_subjects"] = "off"
+
+    @field_validator("grounding", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> "PoisoningConfig":
+        low, high = self.quarantine_band
+        if not 0 <= low <= high <= 1:
+            raise ValueError(f"quarantine_band must be [low, high] with 0 <= low <= high <= 1 (got {list(self.quarantine_band)})")
+        return self
+
+
+class PoisoningPolicy(BasePolicy):
+    name = "poisoning"
+    Config = PoisoningConfig
+    validates_stream = True
+
+    def __init__(self, config: PoisoningConfig, services: Services) -> None:
+        super().__init__(config, services)
+        self.checker = LocalChecker(config.similarity_floor)
+        self.grounder = Grounder() if config.grounding == "covered_subjects" else None
+        self.judge = (LLMJudge(services.complete, config.judge_model)
+                      if config.judge_model and config.judge_when != "never" and services.complete else None)
+        self.flags = FlagRules(config.flag_rules)
+        self.stats = PoisoningStats(config.alert_window, config.alert_rate, config.alert_min_samples)
+        self._kbs: dict[str | None, KnowledgeBase] = {}
+        self._quarantine: QuarantineStore | None = None
+        self._verdicts: LRU[str, Finding | None] = LRU(max(1, config.cache_size))  # per input text and KB version
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ stores
+
+    def kb(self, tenant: str | None = None) -> KnowledgeBase:
+        if self.services.store is None or self.services.embedder is None:
+            raise RuntimeError("the poisoning policy needs services.store and services.embedder")
+        with self._lock:
+            if tenant not in self._kbs:
+                self._kbs[tenant] = KnowledgeBase(self.services.store, self.services.embedder, tenant, self.config.kb_refresh_s)
+            return self._kbs[tenant]
+
+    @property
+    def quarantine(self) -> QuarantineStore:
+        if self.services.store is None or self.services.embedder is None:
+            raise RuntimeError("the poisoning policy needs services.store and services.embedder")
+        if self._quarantine is None:
+            self._quarantine = QuarantineStore(self.services.store, self.services.embedder)
+        return self._quarantine
+
+    def forget_verdicts(self) -> None:
+        """After a review: cached input verdicts may now be wrong (an approved item is allowed)."""
+        self._verdicts.clear()
+
+    # ------------------------------------------------------------------ answers
+
+    async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
+        text = _OUR_NOTES.sub("", answer.text)
+        if not text.strip():
+            return None
+        context = _OUR_NOTES.sub("", answer.prior_text) if answer.partial else ""
+        started = time.perf_counter()
+        try:
+            assessment = await asyncio.to_thread(assess_local, text, self.kb(ex.tenant), self.checker, context,
+                                                 self.config.top_k, self._conversation(ex), self.grounder)
+            await self._judge(ex, assessment)
+        except Exception as exc:
+            return self._failed(ex, exc, "answer")
+        self.services.metrics.record("ctxwarden.poisoning.validation_ms", (time.perf_counter() - started) * 1000,
+                                     partial=answer.partial)
+        if not answer.partial:
+            await self._report_scores(ex, answer, assessment)
+        worst = assessment.worst
+        finding = Finding.of(worst) if worst else None
+        ex.state.setdefault("poisoning.answer", None)  # on_complete counts the answer once (its type when poisoned)
+        return await self._decide_answer(ex, finding, (answer.prior_text + answer.text) if answer.partial else answer.text)
+
+    async def _decide_answer(self, ex: Exchange, finding: Finding | None, full_text: str) -> Verdict | None:
+        if finding is None:
+            return None
+        low, high = self.config.quarantine_band
+        sure = finding.confidence >= self.config.confidence_threshold
+        suspicious = low <= finding.confidence < high
+        if not sure and not suspicious:
+            self.record(ex, "unsure", claim=finding.claim, confidence=round(finding.confidence, 3))
+            return None
+        status = await asyncio.to_thread(self.quarantine.status_of, full_text, ex.tenant)
+        if status == APPROVED:  # a human approved this very text before
+            self.record(ex, "approved_before", claim=finding.claim)
+            return None
+        if sure or status == REJECTED:
+            return self._act(ex, finding)
+        return await self._quarantine_answer(ex, finding, full_text)
+
+    def _conversation(self, ex: Exchange) -> list[str]:
+        """The texts before the answer: all of them when grounding (what the user or a tool said is
+        grounded), else only the last (what "she" in the answer's first claim may refer to)."""
+        texts: list[str] = []
+        for message in reversed(ex.messages):
+            text = _OUR_NOTES.sub("", content_text(message))
+            if text.strip():
+                texts.append(text)
+                if self.grounder is None:
+                    break
+        return texts[::-1]
+
+    def _act(self, ex: Exchange, finding: Finding) -> Verdict | None:
+        notice = (f'{MARK} Content rejected: hallucination detected. The claim "{finding.claim}" {finding.against_kb()} '
+                  f'(confidence {finding.confidence:.2f}).')
+        self._count_blocked(finding, "answer", self.config.action)
+        ex.state["poisoning.answer"] = finding.kind
+        if self.config.action == "annotate":
+            self.record(ex, "annotated", claim=finding.claim, evidence=finding.evidence, kind=finding.kind,
+                        verdict=finding.verdict)
+            label = "unsupported" if finding.verdict == UNSUPPORTED else "hallucination"
+            ex.response_headers["x-ctxwarden-warning"] = header_safe(
+                f'{label}; claim="{finding.claim}"; kb="{finding.evidence}"; confidence={finding.confidence:.2f}')
+            return None
+        self.record(ex, "blocked", claim=finding.claim, evidence=finding.evidence, kind=finding.kind,
+                    confidence=round(finding.confidence, 3), verdict=finding.verdict)
+        if self.config.action == "error":
+            return Reject(422, "hallucination_detected", notice.removeprefix(MARK).strip())
+        return Block("hallucination_detected", notice)
+
+    async def _quarantine_answer(self, ex: Exchange, finding: Finding, full_text: str) -> Verdict:
+        item = await asyncio.to_thread(
+            self.quarantine.put, full_text, tenant=ex.tenant, kind=finding.kind, source="answer", claim=finding.claim,
+            evidence=finding.evidence, confidence=finding.confidence, request_id=ex.request_id,
+            session=ex.session_id, model=ex.model)
+        ex.state["poisoning.answer"] = finding.kind
+        self.record(ex, "quarantined", quarantine_id=item["id"], claim=finding.claim, kind=finding.kind, verdict=finding.verdict)
+        self.services.metrics.add("ctxwarden.poisoning.quarantined", 1, type=finding.kind, source="answer")
+        await self.refresh_quarantine_gauge()
+        return Block("quarantined", (
+            f'{MARK} This answer is held for human review (quarantine id {item["id"]}): the claim "{finding.claim}" '
+            f'{finding.against_kb(may=True)} (confidence {finding.confidence:.2f}).'))
+
+    async def _judge(self, ex: Exchange, assessment: Assessment) -> None:
+        if self.judge is None or not assessment.checks:
+            return
+        await apply_judge(assessment, self.judge, self.config.judge_when, self.config.confidence_threshold,
+                          self.config.similarity_floor, ex)
+        if assessment.judged:
+            self.record(ex, "judged", claims=assessment.judged, model=self.config.judge_model)
+        if assessment.judge_errors:
+            self.record(ex, "judge_failed", claims=assessment.judge_errors)
+
+    async def _report_scores(self, ex: Exchange, answer: Answer, assessment: Assessment) -> None:
+        """RF-005 scores for a whole answer: header x-ctxwarden-validation, metrics, ex.state."""
+        query_index = last_user_index(ex.messages)
+        query = content_text(ex.messages[query_index]) if query_index >= 0 else ""
+        vectors = await asyncio.to_thread(self.services.embedder.embed, [answer.text, query]) if query else [None, None]
+        scores = Scores(relevance(vectors[0], vectors[1]), accuracy(assessment.checks), assessment.fresh_share,
+                        completeness(answer.text, ex.body, answer.finish_reason))
+        ex.state["validation"] = {"quality": scores.quality, **scores.__dict__, "claims": assessment.claims,
+                                  "checked": [c.as_dict() for c in assessment.checks]}
+        ex.response_headers["x-ctxwarden-validation"] = scores.header()
+        self.services.metrics.record("ctxwarden.validation.quality", scores.quality)
+        self.services.metrics.record("ctxwarden.validation.accuracy", scores.accuracy)
+
+    # ------------------------------------------------------------------ inputs
+
+    async def on_request(self, ex: Exchange) -> Verdict | None:
+        if not self.config.check_inputs:
+            return None
+        roles = set(CHECKED_ROLES) | self.flags.roles
+        todo = [(i, m.get("role", ""), _OUR_NOTES.sub("", content_text(m))) for i, m in enumerate(ex.messages)
+                if m.get("role") in roles]
+        todo = [(i, role, text) for i, role, text in todo if text.strip()]
+        if not todo:
+            return None
+        try:
+            findings = await self._input_findings(ex, todo)
+        except Exception as exc:
+            self._failed(ex, exc, "input")
+            return None
+        replaced: dict[int, Message] = {}
+        for i, role, text in todo:
+            finding = findings.get(i)
+            if finding is None:
+                continue
+            verdict = await self._decide_input(ex, i, role, text, finding, replaced)
+            if verdict is not None:
+                return verdict
+        if replaced:
+            ex.messages = [replaced.get(i, m) for i, m in enumerate(ex.messages)]
+        return None
+
+    async def _input_findings(self, ex: Exchange, todo: list[tuple[int, str, str]]) -> dict[int, Finding]:
+        """Findings per message index; cached per (tenant, KB version, role, text)."""
+        kb = self.kb(ex.tenant)
+        await asyncio.to_thread(lambda: kb.index)  # load or refresh before reading kb.version
+        out: dict[int, Finding] = {}
+        fresh: list[tuple[int, str, str, str]] = []
+        for i, role, text in todo:
+            key = stable_hash([ex.tenant or "", kb.version, role, text])
+            known = self._verdicts.get(key, _UNSEEN)
+            if known is not _UNSEEN:
+                if known is not None:
+                    out[i] = known
+                continue
+            fresh.append((i, role, text, key))
+        for i, role, text, key in fresh:
+            finding = await self._check_input(ex, kb, role, text)
+            self._remember(key, finding)
+            self._observe(finding.kind if finding else None, "input")
+            if finding is not None:
+                out[i] = finding
+        return out
+
+    async def _check_input(self, ex: Exchange, kb: KnowledgeBase, role: str, text: str) -> Finding | None:
+        flagged, assessment = await asyncio.to_thread(self._check_input_locally, kb, role, text)
+        if flagged is not None or assessment is None:
+            return flagged
+        await self._judge(ex, assessment)
+        worst = assessment.worst
+        return Finding.of(worst) if worst and worst.confidence >= self.config.quarantine_band[0] else None
+
+    def _check_input_locally(self, kb: KnowledgeBase, role: str, text: str) -> tuple[Finding | None, Assessment | None]:
+        """Flag rules first (a match needs no KB), then the claims (worker thread: regexes on big tool results)."""
+        flag = self.flags.check(role, text)
+        if flag is not None:
+            return Finding("prompt_injection", flag.excerpt, f"flag rule {flag.rule!r}", 1.0, flagged=True), None
+        if role not in CHECKED_ROLES:
+            return None, None
+        return None, assess_local(text, kb, self.checker, "", self.config.top_k)
+
+    async def _decide_input(self, ex: Exchange, i: int, role: str, text: str, finding: Finding,
+                            replaced: dict[int, Message]) -> Verdict | None:
+        message = ex.messages[i]
+        sure = finding.flagged or finding.confidence >= self.config.confidence_threshold
+        status = await asyncio.to_thread(self.quarantine.status_of, text, ex.tenant)
+        if status == APPROVED:
+            return None  # a human approved it: it may enter the context
+        why = ("matches a prompt-injection rule" if finding.flagged
+               else f'contradicts the knowledge base: "{finding.evidence}"')
+        if sure or status == REJECTED:
+            self._count_blocked(finding, "input", self.config.input_action)
+            if self.config.input_action == "reject":
+                self.record(ex, "input_rejected", index=i, role=role, kind=finding.kind)
+                return Reject(400, "content_rejected",
+                              f'messages[{i}] ({role}) was rejected: "{short(finding.claim)}" {why}.', param=f"messages[{i}]")
+            self.record(ex, "input_dropped", index=i, role=role, kind=finding.kind, claim=short(finding.claim))
+            replaced[i] = {**message, "content": f'{MARK} A {role} message was removed here: "{short(finding.claim)}" {why}.'}
+            return None
+        item = await asyncio.to_thread(
+            self.quarantine.put, text, tenant=ex.tenant, kind=finding.kind, source=f"input:{role}", claim=finding.claim,
+            evidence=finding.evidence, confidence=finding.confidence, request_id=ex.request_id,
+            session=ex.session_id, model=ex.model)
+        self.record(ex, "input_quarantined", index=i, role=role, quarantine_id=item["id"])
+        self.services.metrics.add("ctxwarden.poisoning.quarantined", 1, type=finding.kind, source="input")
+        await self.refresh_quarantine_gauge()
+        replaced[i] = {**message, "content": (f'{MARK} A {role} message is held for human review (quarantine id '
+                                              f'{item["id"]}): "{short(finding.claim)}" may contradict the knowledge base.')}
+        return None
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    async def on_complete(self, ex: Exchange, outcome: str) -> None:
+        if "poisoning.answer" in ex.state:
+            self._observe(ex.state["poisoning.answer"], "answer")
+
+    def _observe(self, kind: str | None, source: str) -> None:
+        """One checked item for the poisoning rate (kind: its poisoning type, None when clean)."""
+        self.services.metrics.add("ctxwarden.poisoning.checked", 1, source=source)
+        rate, alert = self.stats.observe(kind)
+        self.services.metrics.gauge("ctxwarden.poisoning.rate", rate)
+        if alert:
+            self.services.metrics.add("ctxwarden.poisoning.alerts", 1)
+
+    def _count_blocked(self, finding: Finding, source: str, action: str) -> None:
+        self.services.metrics.add("ctxwarden.poisoning.blocked", 1, type=finding.kind, source=source, action=action)
+
+    async def refresh_quarantine_gauge(self) -> None:
+        try:
+            sizes = await asyncio.to_thread(self.quarantine.pending_by_type)
+        except Exception:
+            log.exception("could not count the quarantine")
+            return
+        for kind, size in sizes.items():
+            self.services.metrics.gauge("ctxwarden.poisoning.quarantine_size", size, type=kind)
+
+    def _remember(self, key: str, finding: Finding | None) -> None:
+        if self.config.cache_size:
+            self._verdicts.put(key, finding)
+
+    def _failed(self, ex: Exchange, exc: Exception, source: str) -> Verdict | None:
+        """Fail safe and say so: the check could not run (store or embedder down)."""
+        log.warning("poisoning check of the %s failed (%s: %s); on_failure=%s", source, type(exc).__name__, exc,
+                    self.config.on_failure)
+        self.record(ex, "unavailable", source=source, error=type(exc).__name__)
+        self.services.metrics.add("ctxwarden.poisoning.failures", 1, source=source)
+        if source == "answer" and self.config.on_failure == "block":
+            return Block("validation_unavailable", f"{MARK} The answer could not be validated against the knowledge base, so it was withheld.")
+        return None
+
+    # ------------------------------------------------------------------ admin (PoisoningAdmin)
+
+    def admin_routes(self) -> list[Route]:
+        return routes(self)
+
+    def adds_approved_to_kb(self) -> bool:
+        return self.config.add_approved_to_kb
+
+    def stats_snapshot(self) -> dict[str, Any]:
+        return self.stats.snapshot()

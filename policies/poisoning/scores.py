@@ -1,0 +1,67 @@
+"""RF-005 validation scores for an answer: relevance, accuracy, freshness, completeness → quality.
+
+- relevance: cosine similarity of the answer and the user's last message (embeddings);
+- accuracy: 1.0 with no verifiable claim; else the share of decided claims the KB supports
+  (a contradicted claim, or with grounding an unsupported one, counts 1 - its confidence);
+- freshness: the share of KB passages used as evidence that are not past their `valid_until`
+  (stale passages are never used to judge, so this is 1.0 unless evidence went stale);
+- completeness: with `response_format` json_schema, the share of required fields the JSON answer
+  has; an answer cut by the token limit (finish_reason "length") gets 0.5; else 1.0;
+- quality: their weighted mean (weights below).
+They are reported (header `x-ctxwarden-validation`, metrics), not enforced.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .check import CONTRADICTED, SUPPORTED, UNSUPPORTED, ClaimCheck
+
+WEIGHTS = {"relevance": 0.3, "accuracy": 0.4, "freshness": 0.1, "completeness": 0.2}
+
+
+@dataclass
+class Scores:
+    relevance: float
+    accuracy: float
+    freshness: float
+    completeness: float
+
+    @property
+    def quality(self) -> float:
+        return sum(getattr(self, k) * w for k, w in WEIGHTS.items())
+
+    def header(self) -> str:
+        return "; ".join(f"{k}={v:.2f}" for k, v in (("quality", self.quality), *((k, getattr(self, k)) for k in WEIGHTS)))
+
+
+def accuracy(checks: Sequence[ClaimCheck]) -> float:
+    decided = [c for c in checks if c.verdict in (SUPPORTED, CONTRADICTED, UNSUPPORTED)]
+    if not decided:
+        return 1.0  # no verifiable claim (RF-005)
+    return sum(1.0 if c.verdict == SUPPORTED else 1.0 - c.confidence for c in decided) / len(decided)
+
+
+def completeness(answer_text: str, body: dict[str, Any], finish_reason: str | None) -> float:
+    if finish_reason == "length":
+        return 0.5
+    fmt = body.get("response_format") or {}
+    schema = ((fmt.get("json_schema") or {}).get("schema") or {}) if fmt.get("type") == "json_schema" else {}
+    required = schema.get("required") or []
+    if not required:
+        return 1.0
+    try:
+        data = json.loads(answer_text)
+    except ValueError:
+        return 0.0
+    if not isinstance(data, dict):
+        return 0.0
+    return sum(1 for key in required if data.get(key) not in (None, "")) / len(required)
+
+
+def relevance(answer_vector: Sequence[float] | None, query_vector: Sequence[float] | None) -> float:
+    if not answer_vector or not query_vector:
+        return 1.0  # nothing to compare with (no user message): not a relevance problem
+    return max(0.0, min(1.0, sum(a * b for a, b in zip(answer_vector, query_vector))))

@@ -1,0 +1,1 @@
+"""Reading text: sentences, claims, statements and token counts. No policy lives here."""

@@ -1,0 +1,1 @@
+"""Typed statements (preferences, facts, values) read from conversation sentences."""

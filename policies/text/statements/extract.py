@@ -1,0 +1,42 @@
+"""Statements from text: every rule over every sentence, one statement per slot and polarity."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable, Iterable
+
+from .model import Sentence, Statement, split_sentences
+from .rules import RULES
+
+Rule = Callable[[Sentence], Iterable[Statement]]
+
+
+@lru_cache(maxsize=8192)
+def extract(text: str) -> tuple[Statement, ...]:
+    """Every statement in `text` (cached per text: messages are re-sent every turn)."""
+    out: list[Statement] = []
+    for sentence in split_sentences(text):
+        found: list[Statement] = []
+        for rule in RULES:
+            found.extend(rule(sentence))
+        out.extend(_unambiguous(found))
+    return tuple(out)
+
+
+def _unambiguous(found: list[Statement]) -> list[Statement]:
+    """One statement per slot and polarity in a sentence; a slot given two different positive
+    values in one sentence ("between budget and luxury") is a comparison, not a statement."""
+    by_slot: dict[str, list[Statement]] = {}
+    for st in found:
+        by_slot.setdefault(st.slot, []).append(st)
+    out: list[Statement] = []
+    for items in by_slot.values():
+        positive = {st.value for st in items if not st.negated}
+        if len(positive) > 1:
+            continue
+        seen: set[tuple[str, bool]] = set()
+        for st in items:
+            if (st.value, st.negated) not in seen:
+                seen.add((st.value, st.negated))
+                out.append(st)
+    return sorted(out, key=lambda st: (st.start, st.vstart))

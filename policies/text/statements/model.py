@@ -1,0 +1,228 @@
+"""Typed statements extracted from what the user wrote: the raw material of clash detection.
+
+A `Statement` says that, in one sentence, the user gave a value to a slot: a preference
+("tier.hotel" = "budget"), a fact ("location.current" = "new york") or a value ("seat" =
+"aisle", "date.departure" = "m3d5", "count.people" = "4"). Two statements on the same slot
+with incompatible values are a clash; different slots never clash, which is how additions
+("I also like parks"), scopes ("$200 per night" vs "$1,400 for the week") and plans ("I fly
+to London next week") stay compatible.
+
+Extraction is rule based (policies/statement_rules.py), a few hundred microseconds per message,
+and cached per message text, so a conversation that grows by one turn costs one extraction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .lexicon import RELATION
+
+Kind = Literal["preference", "fact", "value"]
+
+
+@dataclass(frozen=True)
+class Statement:
+    slot: str  # what the statement is about: "tier.hotel", "location.current", "count.people"
+    kind: Kind
+    value: str  # canonical and comparable: "budget", "new york", "4", "m3d5"
+    label: str  # for people: "hotel preference", "current location"
+    display: str  # what the user wrote for the value: "budget hotels", "New York"
+    negated: bool  # "I don't want a luxury hotel"
+    sentence: int  # index of the sentence in the text
+    start: int  # the sentence's span in the text
+    end: int
+    vstart: int  # the literal value's span in the text
+    vend: int
+    changes: bool  # the sentence announces a change ("actually", "instead", "now")
+    substitutable: bool = True  # the literal can be swapped for a newer value (merge); not "budget hotels"
+
+    @property
+    def polarity(self) -> str:
+        return "neg" if self.negated else "pos"
+
+
+# ----------------------------------------------------------------------------- sentences
+
+_BOUNDARY = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CLAUSE = re.compile(
+    r",|;|:|—|–|\s-\s|\((?!\d)|\)|\b(?:but|and|although|though|whereas|while|so|because|since|yet|however|plus)\b", re.I
+)
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i'd|i'll|i've|me|my|mine|myself|we|we're|we'd|we'll|we've|us|our|ours|let's)\b")
+_LEADING = (
+    r"(?:actually|also|ok|okay|so|and|but|oh|well|please|hi|hey|hello|now|then|no|sorry|hmm|btw|instead|"
+    r"correction|update|wait|fine|great|good|right|yes|yeah|alright|cool|again|plus|oops|just|remember|"
+    r"on second thought|in that case|one more thing|by the way|hmm+|then)"
+)
+_STRIP_LEADING = re.compile(rf"^(?:\W*{_LEADING}\b[\s,!:.-]*)+")
+_IMPERATIVE = re.compile(
+    r"^(?:book|find|get|reserve|make|switch|change|put|give|search|look|show|pick|move|use|keep|be|answer|"
+    r"reply|respond|write|talk|speak|send|set|add|update|let's|lets|let us|go|choose|select|stick|plan|"
+    r"arrange|schedule|order|include|avoid|skip|forget|remember|note|assume|call|email|text|rebook|upgrade|"
+    r"downgrade|seat|sit|stay|fly|take|travel|check|leave|return|depart)\b"
+)
+_REQUEST_QUESTION = re.compile(
+    r"^(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?:book|find|get|reserve|switch|change|make|put|give|"
+    r"move|update|set|search|look)\b|^(?:can|could|may)\s+(?:i|we)\s+(?:please\s+)?(?:get|have|book|switch|change)\b"
+    r"|^(?:how|what)\s+about\b.*\binstead\b"
+)
+_CHANGE = re.compile(
+    r"\b(?:actually|instead|changed? (?:my|our) minds?|on second thought|scratch that|correction|i meant|i mean|"
+    r"make (?:it|that)|switch(?:ed)?|change[ds]?|no longer|anymore|any more|rather|update[ds]?|now|no wait|"
+    r"wait|sorry|oops|let'?s go with|new plan|forget|cancel(?:led)?|moved|just to clarify|to clarify)\b"
+)
+_NEGATOR = re.compile(
+    r"\b(?:not|no|never|nor|without|instead of|rather than|no longer|forget|avoid|skip|hate|dislike|"
+    r"nothing|none)\b|n't\b|\bdont\b|\bcant\b"
+)
+_NOT_A_NEGATION = re.compile(r"\bno\b(?=[\s,!.-]*(?:i|i'm|im|we|we're|it|it's|that|actually|wait|sorry|thanks|thank|make|let's)\b)|\bno (?:more|less|later|earlier|fewer) than\b|\bnot (?:more|less|later|earlier|over|above|exceed\w*)\b|\b(?:not|n't)\s+(?:sure|certain|only|just|too|very|much|bad|a problem|an issue|mind)\b|\bno\s+(?:problem|worries)\b|\bnot\s+\w+\s+but\b")
+_POST_NEGATION = re.compile(
+    r"^[^,;]{0,30}?\b(?:(?:is|are)\s+)?(?:not|n't|no longer)\s+(?:\w+\s+)?(?:needed|necessary|an option|options|required|"
+    r"ok|okay|fine|wanted|important|possible|a priority|what i want|for me)\b|^[^,;]{0,30}?\b(?:anymore|any more|is out|are out)\b"
+)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|unless|whether|in case|suppose|supposing|imagine|what if|hypothetically|maybe|perhaps|might|"
+    r"may be|possibly|wish|would be nice|dream)\b"
+)
+_PAST = re.compile(
+    r"\b(?:was|were|used to|had|did|happened|took place|(?<!the )(?:last|previous|past) (?:year|month|week|time|summer|winter|"
+    r"spring|fall|autumn|night|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"previously|formerly|back then|years ago|in the past|once|ago)\b"
+)
+_NOT_PAST = re.compile(r"\b(?:was|were) (?:thinking|hoping|wondering|planning|going)\b|\bhad better\b")
+_FUTURE = re.compile(
+    r"\b(?:next|tomorrow|tonight|soon|later|will|'ll|going to|gonna|planning|plan to|plan on|intend|upcoming|"
+    r"from the \d+|from (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"in (?:january|february|march|april|may|june|july|august|september|october|november|december)|"
+    r"this (?:weekend|summer|winter|spring|fall|autumn)|in (?:a|an|\d+|two|three|few) (?:days?|weeks?|months?|hours?)|"
+    r"after|then|heading|moving|fly(?:ing)? to|travell?ing to|going to|visit(?:ing)?|on (?:my|our|the) way)\b"
+)
+_INTERROGATIVE = re.compile(
+    r"(?:is|are|am|do|does|did|can|could|would|will|should|shall|what|which|where|when|how|who|why|have|has|any)\b"
+)
+_WORD = re.compile(r"[\w'$€£%-]+")
+ELLIPTICAL_WORDS = 8  # "On the return flight, an aisle seat." states a choice without a subject
+
+
+_SUBJECT_PRONOUN = re.compile(r"(?:he|she|they)\b")
+_RELATION_SUBJECT = re.compile(rf"(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b(?!\s+and\s+(?:i|me)\b)")
+_RELATION_BENEFICIARY = re.compile(rf"\bfor\s+(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b|\b(?:my|our)\s+{RELATION}'s\b")
+_RELATION_VERB = re.compile(
+    rf"\b(?:my|our)\s+{RELATION}(?:'s)?\s+(?:is|wants|prefers|likes|loves|needs|lives|works|eats|hates|would|'d)\b"
+)
+
+
+def _third_party(lower: str) -> bool:
+    """Whether `lower` (a sentence or a clause) is about someone other than the user."""
+    stripped = _STRIP_LEADING.sub("", lower)
+    if _SUBJECT_PRONOUN.match(stripped) or _RELATION_SUBJECT.match(stripped):
+        return True
+    return bool(_RELATION_BENEFICIARY.search(lower) or _RELATION_VERB.search(lower))
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of a message, with the features the rules ask about."""
+
+    text: str
+    lower: str
+    start: int  # offset of the sentence in the message text
+    index: int
+    question: bool
+    first_person: bool
+    imperative: bool
+    elliptical: bool
+    third_party: bool
+    changes: bool
+    boundaries: tuple[tuple[int, int], ...]  # clause separators (",", "but", ";", ...) as spans
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.text)
+
+    @property
+    def addressed(self) -> bool:
+        """The user speaks of themselves, asks for something, or answers in a few words."""
+        return self.first_person or self.imperative or self.elliptical
+
+    def third_party_at(self, pos: int) -> bool:
+        """About someone else: the clause says so, or the sentence does and the clause has no "I"."""
+        c0, c1 = self.clause(pos)
+        clause = self.lower[c0:c1]
+        if _third_party(clause):
+            return True
+        return self.third_party and not _FIRST_PERSON.search(clause)
+
+    def question_at(self, pos: int) -> bool:
+        """Whether the clause at `pos` asks rather than states ("..., what should I see?" asks only at the end)."""
+        if not self.question:
+            return False
+        c0, c1 = self.clause(pos)
+        if not self.lower[c1:].strip(" ?!.\"'"):
+            return True
+        return bool(_INTERROGATIVE.match(self.lower[c0:c1].strip()))
+
+    def clause(self, pos: int) -> tuple[int, int]:
+        """The clause around sentence-relative position `pos`."""
+        start, end = 0, len(self.lower)
+        for b0, b1 in self.boundaries:
+            if b1 <= pos:
+                start = b1
+            elif b0 >= pos:
+                end = b0
+                break
+        return start, end
+
+    def negated(self, vstart: int, vend: int) -> bool:
+        c0, c1 = self.clause(vstart)
+        before = self.lower[c0:vstart]
+        before = _NOT_A_NEGATION.sub(" ", before)
+        return bool(_NEGATOR.search(before) or _POST_NEGATION.search(self.lower[vend:c1]))
+
+    def hypothetical(self, vstart: int) -> bool:
+        c0, _ = self.clause(vstart)
+        return bool(_HYPOTHETICAL.search(self.lower[c0:vstart]) or re.match(r"\W*(?:if|unless|suppose|imagine)\b", self.lower))
+
+    def past(self, vstart: int) -> bool:
+        c0, c1 = self.clause(vstart)
+        clause = _NOT_PAST.sub(" ", self.lower[c0:c1])
+        return bool(_PAST.search(clause))
+
+    def future(self, vstart: int) -> bool:
+        c0, c1 = self.clause(vstart)
+        return bool(_FUTURE.search(self.lower[c0:c1]))
+
+
+def split_sentences(text: str) -> list[Sentence]:
+    sentences: list[Sentence] = []
+    pos = 0
+    for piece in [*_BOUNDARY.finditer(text), None]:
+        end = piece.start() if piece else len(text)
+        raw = text[pos:end]
+        lead = len(raw) - len(raw.lstrip())
+        body = raw.strip()
+        if body:
+            sentences.append(_sentence(body, pos + lead, len(sentences)))
+        if piece:
+            pos = piece.end()
+    return sentences
+
+
+def _sentence(body: str, start: int, index: int) -> Sentence:
+    lower = body.lower().replace("’", "'")
+    stripped = _STRIP_LEADING.sub("", lower)
+    question = lower.rstrip().endswith("?") and not _REQUEST_QUESTION.match(stripped)
+    return Sentence(
+        text=body,
+        lower=lower,
+        start=start,
+        index=index,
+        question=question,
+        first_person=bool(_FIRST_PERSON.search(lower)),
+        imperative=bool(_IMPERATIVE.match(stripped)),
+        elliptical=len(_WORD.findall(lower)) <= ELLIPTICAL_WORDS,
+        third_party=_third_party(lower),
+        changes=bool(_CHANGE.search(lower)),
+        boundaries=tuple(m.span() for m in _CLAUSE.finditer(lower)),
+    )

@@ -1,0 +1,115 @@
+"""Token counting with tiktoken, offline, cached per message.
+
+tiktoken downloads its BPE files on first use; litellm ships cl100k_base and o200k_base, so we
+point tiktoken's cache at litellm's copy before the first `get_encoding` (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Sequence
+
+from ..messages import Message, Tool, content_text
+from ..cache import stable_hash
+
+# OpenAI's chat format: every message costs a few tokens of framing, and the reply is primed.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")
+
+
+def use_bundled_tiktoken_files() -> None:
+    """Make tiktoken read the BPE files litellm ships instead of downloading them."""
+    if os.environ.get("TIKTOKEN_CACHE_DIR") and os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR"):
+        return
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    bundled = Path(list(spec.submodule_search_locations)[0]) / "litellm_core_utils" / "tokenizers"
+    if bundled.is_dir():
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
+        os.environ.setdefault("CUSTOM_TIKTOKEN_CACHE_DIR", str(bundled))
+
+
+def _message_key(message: Message) -> tuple:
+    """A cache key that costs a tuple hash for the common shapes (str hashing runs in C), and the
+    sorted JSON's hash only for list-form content or unusual fields."""
+    content = message.get("content")
+    if (content is None or isinstance(content, str)) and message.keys() <= _PLAIN_FIELDS:
+        calls = message.get("tool_calls")
+        fields = (message.get("role"), content, message.get("name"), message.get("tool_call_id"),
+                  json.dumps(calls, sort_keys=True) if calls else None)
+        # Keep a 64-bit hash, not the text: the cache must not hold every message ever seen.
+        return ("plain", hash(fields), len(content or ""))
+    return ("json", stable_hash(message))
+
+
+_PLAIN_FIELDS = {"role", "content", "name", "tool_call_id", "tool_calls", "refusal"}
+
+
+def encoding_name_for(model: str) -> str:
+    bare = model.split("/")[-1].lower()
+    return "o200k_base" if bare.startswith(_O200K_PREFIXES) else "cl100k_base"
+
+
+class TiktokenCounter:
+    """Counts tokens of texts, messages and tool definitions; caches per message hash."""
+
+    def __init__(self, cache_size: int = 50_000) -> None:
+        use_bundled_tiktoken_files()
+        self._encodings: dict[str, object] = {}
+        self._cache: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def _encoding(self, model: str):
+        name = encoding_name_for(model)
+        enc = self._encodings.get(name)
+        if enc is None:
+            import tiktoken
+
+            enc = self._encodings[name] = tiktoken.get_encoding(name)
+        return name, enc
+
+    def count_text(self, text: str, model: str) -> int:
+        if not text:
+            return 0
+        _, enc = self._encoding(model)
+        return len(enc.encode(text, disallowed_special=()))
+
+    def count_message(self, message: Message, model: str) -> int:
+        name, _ = self._encoding(model)
+        key = (name, _message_key(message))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        n = TOKENS_PER_MESSAGE + self.count_text(str(message.get("role", "")), model)
+        n += self.count_text(content_text(message), model)
+        if message.get("name"):
+            n += TOKENS_PER_NAME + self.count_text(str(message["name"]), model)
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            n += 3 + self.count_text(str(fn.get("name", "")), model)
+            n += self.count_text(str(fn.get("arguments", "")), model)
+        with self._lock:
+            self._cache[key] = n
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return n
+
+    def count_messages(self, messages: Sequence[Message], model: str) -> int:
+        return sum(self.count_message(m, model) for m in messages) + REPLY_PRIMING
+
+    def count_tools(self, tools: Sequence[Tool] | None, model: str) -> int:
+        if not tools:
+            return 0
+        return sum(self.count_message({"role": "tool_definition", "content": json.dumps(t)}, model) for t in tools)

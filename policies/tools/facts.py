@@ -1,0 +1,54 @@
+"""Per-definition facts, computed once per distinct tool (keyed like the catalog, by the hash of
+its JSON): its texts, its lexical terms and its token cost per model. A request with a new mix
+of known tools then costs one hash and a few lookups per tool instead of regexes and tiktoken."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..messages import Tool
+from ..cache import stable_hash
+from .ranking import LexicalDoc
+from .text import ToolText, describe_tool
+
+
+@dataclass
+class ToolFacts:
+    key: str
+    text: ToolText
+    lexical: LexicalDoc
+    tokens: dict[str, int] = field(default_factory=dict)  # model → tokens of the definition
+
+    def token_count(self, model: str, count: Callable[[str], int]) -> int:
+        n = self.tokens.get(model)
+        if n is None:
+            n = self.tokens[model] = count(model)
+        return n
+
+
+class FactsCache:
+    def __init__(self, max_entries: int = 20_000) -> None:
+        self._items: OrderedDict[str, ToolFacts] = OrderedDict()
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    def facts(self, tools: list[Tool]) -> list[ToolFacts]:
+        out = []
+        for tool in tools:
+            key = stable_hash(tool)
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+            if hit is None:
+                text = describe_tool(tool)
+                hit = ToolFacts(key, text, LexicalDoc.of(text))
+                with self._lock:
+                    self._items[key] = hit
+                    while len(self._items) > self._max:
+                        self._items.popitem(last=False)
+            out.append(hit)
+        return out

@@ -1,0 +1,124 @@
+"""Hybrid relevance of a request's tools to its intent: embeddings plus BM25.
+
+    relevance = (w_doc·cos(query, definition) + w_seg·max cos(query, segment)) / (w_doc + w_seg)
+                + w_lex · bm25 / (bm25 + 3)
+
+The cosine terms come from the catalog's vectors; BM25 is computed over the request's own tools
+(IDF from that set), and its saturating transform keeps the score absolute, so `min_score` means
+the same thing for every request. A `ToolSetIndex` holds everything that depends only on the tool
+set, so a repeated tool set costs one matrix product and a few dictionary lookups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .catalog import ToolVectors
+from .text import ToolText, terms
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+LEXICAL_HALF = 3.0  # the BM25 score that counts as half a lexical match
+
+
+@dataclass(frozen=True)
+class Weights:
+    description: float = 1.0
+    segments: float = 0.5
+    lexical: float = 0.1
+
+
+@dataclass(frozen=True)
+class LexicalDoc:
+    """A tool's lexical terms with their counts (computed once per distinct definition)."""
+
+    counts: dict[str, int]
+    length: int
+
+    @classmethod
+    def of(cls, text: ToolText) -> "LexicalDoc":
+        counts = Counter(terms(text.lexical))
+        return cls(dict(counts), sum(counts.values()))
+
+
+class LexicalIndex:
+    """BM25 over one tool set, IDF from that set. A term's postings are built the first time a
+    query uses it (a scan of the set's term dicts) and kept: queries share most of their terms."""
+
+    MAX_QUERY_TERMS = 64
+    MAX_CACHED_TERMS = 20_000
+
+    def __init__(self, docs: Sequence[LexicalDoc]) -> None:
+        self.docs = list(docs)
+        total = sum(d.length for d in self.docs)
+        avg = total / len(self.docs) if total else 1.0
+        self.norms = [BM25_K1 * (1 - BM25_B + BM25_B * d.length / avg) for d in self.docs]
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def scores(self, query_terms: Sequence[str]) -> np.ndarray:
+        out = np.zeros(len(self.docs))
+        for term in list(dict.fromkeys(query_terms))[: self.MAX_QUERY_TERMS]:
+            hit = self._postings[term] if term in self._postings else self._posting(term)
+            if hit is not None:
+                out[hit[0]] += hit[1]
+        return out
+
+    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        hits = [(i, tf) for i, d in enumerate(self.docs) if (tf := d.counts.get(term))]
+        posting = None
+        if hits:
+            n = len(self.docs)
+            idf = math.log(1 + (n - len(hits) + 0.5) / (len(hits) + 0.5))
+            posting = (
+                np.array([i for i, _ in hits]),
+                np.array([idf * tf * (BM25_K1 + 1) / (tf + self.norms[i]) for i, tf in hits]),
+            )
+        if len(self._postings) >= self.MAX_CACHED_TERMS:
+            self._postings.clear()
+        self._postings[term] = posting
+        return posting
+
+
+@dataclass
+class ToolSetIndex:
+    """One request tool set, ready to score: stacked vectors and the lexical postings."""
+
+    names: list[str | None]
+    lexical: LexicalIndex
+    documents: np.ndarray | None  # (n, dim); None when embeddings were unavailable (lexical only)
+    segments: np.ndarray | None  # (total segments, dim)
+    segment_starts: np.ndarray | None  # first segment row of each tool (tools own contiguous rows)
+    token_counts: dict[str, np.ndarray] = field(default_factory=dict)  # model → tokens per tool
+    facts: list[Any] = field(default_factory=list)  # the tools' ToolFacts (tool_facts.py), same order
+
+    @classmethod
+    def build(cls, names: list[str | None], docs: Sequence[LexicalDoc],
+              vectors: Sequence[ToolVectors] | None) -> "ToolSetIndex":
+        lexical = LexicalIndex(docs)
+        if not vectors:
+            return cls(names, lexical, None, None, None)
+        documents = np.stack([v.vectors[0] for v in vectors])
+        segments = np.concatenate([v.vectors[1:] for v in vectors])
+        counts = np.array([len(v.vectors) - 1 for v in vectors])
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        return cls(names, lexical, documents, segments, starts)
+
+    @property
+    def has_vectors(self) -> bool:
+        return self.documents is not None
+
+    def relevance(self, query_vector: np.ndarray | None, query_terms: Sequence[str], weights: Weights) -> np.ndarray:
+        bm25 = self.lexical.scores(query_terms)
+        lexical = bm25 / (bm25 + LEXICAL_HALF)
+        if query_vector is None or self.documents is None:
+            return lexical
+        semantic = weights.description * (self.documents @ query_vector)
+        if weights.segments:
+            best_segment = np.maximum.reduceat(self.segments @ query_vector, self.segment_starts)
+            semantic = semantic + weights.segments * best_segment
+        return semantic / (weights.description + weights.segments) + weights.lexical * lexical

@@ -1,0 +1,1 @@
+"""Streaming: the SSE codec and the relay that passes, gates and extends streamed answers."""
