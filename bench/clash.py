@@ -33,8 +33,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxwarden.policies.base import Exchange, Services  # noqa: E402
-from ctxwarden.policies.clash.policy import ClashConfig, ClashPolicy, user_texts  # noqa: E402
 from ctxwarden.policies.clash.detect import Located, local_clashes, text_keys  # noqa: E402
+from ctxwarden.policies.clash.policy import ClashConfig, ClashPolicy, user_texts  # noqa: E402
 from ctxwarden.policies.text.statements.extract import extract  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "clash_pairs.jsonl"

@@ -30,11 +30,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy  # noqa: E402
 from ctxwarden.policies.base import Exchange, Services  # noqa: E402
-from ctxwarden.policies.messages import content_text  # noqa: E402
+from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy  # noqa: E402
 from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy  # noqa: E402
 from ctxwarden.policies.history.scratchpad import Scratchpad  # noqa: E402
+from ctxwarden.policies.messages import content_text  # noqa: E402
 from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
 
 DATA = Path("/work/shared/data/metatool")

@@ -18,7 +18,6 @@ import statistics
 import time
 
 import httpx
-
 from _harness import ROOT, pct, start_fake, start_proxy, summary
 
 POLICIES_OFF = {"budget": {"enabled": False},

@@ -36,12 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxwarden.policies.poisoning.assess import assess_local  # noqa: E402
-from ctxwarden.policies.text.claims import find_mentions, normalize  # noqa: E402
-from ctxwarden.policies.poisoning.check import CONTRADICTED, UNSUPPORTED  # noqa: E402
 from ctxwarden.policies.base import Answer, Exchange, Services  # noqa: E402
+from ctxwarden.policies.poisoning.assess import assess_local  # noqa: E402
+from ctxwarden.policies.poisoning.check import CONTRADICTED, UNSUPPORTED  # noqa: E402
 from ctxwarden.policies.poisoning.kb import Document  # noqa: E402
 from ctxwarden.policies.poisoning.policy import PoisoningConfig, PoisoningPolicy  # noqa: E402
+from ctxwarden.policies.text.claims import find_mentions, normalize  # noqa: E402
 from ctxwarden.proxy.config import StorageConfig  # noqa: E402
 from ctxwarden.proxy.embeddings import WordLlamaEmbedder  # noqa: E402
 from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
@@ -119,7 +119,7 @@ async def judge_rows(policy: PoisoningPolicy, rows: list[dict]) -> dict[str, lis
         for label, key in (("right", "right_response"), ("hallucinated", "hallucinated_response")):
             ex = exchange(n, dialogue(row["dialogue_history"]))
             verdict = await policy.on_response(ex, Answer(text=row[key]))
-            checked = ex.state.get("validation", {}).get("checked", [])
+            checked = (ex.notes.validation or {}).get("checked", [])
             worst = max((c["confidence"] for c in checked if c["verdict"] in (CONTRADICTED, UNSUPPORTED)), default=0.0)
             out[label].append(Judged(type(verdict).__name__ if verdict else "pass", worst))
     return out

@@ -11,7 +11,9 @@ imports `proxy/`; the proxy hands every policy a `Services` bundle instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Awaitable, Callable, ClassVar, Literal, Protocol, Sequence, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
 
 from .messages import Message, Tool
 
@@ -94,6 +96,9 @@ class Services:
     store: Store | None = None
     complete: Complete | None = None
     context_window: Callable[[str], int] = lambda model: 128_000
+    # Objects the policies of one pipeline share (e.g. the scratchpad history and archive both use).
+    # A policy's own copy of Services (its own embedder) keeps the same dict, so sharing survives it.
+    shared: dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- exchange
@@ -105,6 +110,7 @@ class ProxyTool:
 
     definition: Tool
     handler: Callable[["Exchange", str], Awaitable[str]]  # (exchange, raw JSON arguments) → tool result
+    owner: str = ""  # the policy whose actions report this tool (e.g. "archive" for context_recall)
 
     @property
     def name(self) -> str:
@@ -120,6 +126,32 @@ class Action:
     @property
     def label(self) -> str:
         return f"{self.policy}.{self.name}"
+
+
+@dataclass
+class BudgetNote:
+    """The request's token count as the budget policy measured it."""
+
+    tokens_before: int = 0
+    tokens_after: int | None = None
+    window: int = 0
+    components: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RequestNotes:
+    """What the proxy and the policies of one request leave each other: typed, one field a fact."""
+
+    upstream_headers: dict[str, str] = field(default_factory=dict)  # set by the proxy: what it forwards with
+    verdict_by: str | None = None  # the policy whose verdict ended the exchange (set by the pipeline)
+    proxy_tool_rounds: int | None = None  # how many proxy-tool rounds this request may take (None: the proxy's)
+    token_memo: dict[int, tuple[Any, int]] = field(default_factory=dict)  # id(message) → (message, tokens)
+    budget: BudgetNote | None = None
+    history: dict[str, int] | None = None  # tokens_before, tokens_after, blocks: when history compacted
+    answer_checked: bool = False  # poisoning judged the answer; `answer_kind` is its type when poisoned
+    answer_kind: str | None = None
+    validation: dict[str, Any] | None = None  # the answer's quality scores, as poisoning reported them
+    extra: dict[str, Any] = field(default_factory=dict)  # third-party policies: key by your policy name
 
 
 @dataclass
@@ -141,7 +173,7 @@ class Exchange:
     proxy_tools: dict[str, ProxyTool] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
     response_headers: dict[str, str] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)  # per-request notes policies leave each other
+    notes: RequestNotes = field(default_factory=RequestNotes)
     original_messages: list[Message] = field(default=None)  # type: ignore[assignment]
     original_tools: list[Tool] | None = None
 
@@ -198,6 +230,18 @@ class Answer:
 # ----------------------------------------------------------------------------- policy
 
 
+Outcome = Literal["ok", "rejected", "blocked", "responded", "cut"]
+# An admin route a policy contributes: (path, method, async handler(params, json body) → (status, json)).
+AdminRoute = tuple[str, str, Callable[[dict[str, Any], Any], Awaitable[tuple[int, Any]]]]
+
+
+class PolicyConfig(BaseModel):
+    """The base of every policy's config: strict (unknown keys are errors) and switchable."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+
+
 @runtime_checkable
 class Policy(Protocol):
     name: str
@@ -208,18 +252,20 @@ class Policy(Protocol):
 
 
 class BasePolicy:
-    """Convenience base: no-op hooks, and `record` that names the policy.
+    """Every hook the proxy calls, declared here; the optional ones are no-ops.
 
-    Optional hooks the proxy also calls when defined:
-      - `validates_stream: bool` — True makes the proxy hold streamed text sentence by sentence and
-        call `on_response` with `Answer(partial=True)` for each piece before releasing it.
-      - `async on_complete(ex, outcome)` — after the client got its answer; `outcome` is
-        "ok", "rejected", "blocked" or "responded".
-      - `async aclose()` — at shutdown.
+    A policy sets `name` and `Config` (a `PolicyConfig`), and overrides what it needs:
+      - `on_request(ex)` — edit `ex.messages` / `ex.tools` (new lists) or return a verdict;
+      - `on_response(ex, answer)` — judge an answer; with `validates_stream = True` also each
+        streamed piece (`answer.partial`) before the proxy releases it;
+      - `on_complete(ex, outcome)` — after the client got its answer;
+      - `admin_routes()` — routes mounted under /admin/ behind the admin key;
+      - `aclose()` — at shutdown.
     """
 
-    name: str = "base"
-    validates_stream: bool = False
+    name: ClassVar[str] = "base"
+    Config: ClassVar[type[PolicyConfig]] = PolicyConfig
+    validates_stream: ClassVar[bool] = False
 
     def __init__(self, config: Any, services: Services) -> None:
         self.config = config
@@ -229,6 +275,15 @@ class BasePolicy:
         return None
 
     async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
+        return None
+
+    async def on_complete(self, ex: Exchange, outcome: Outcome) -> None:
+        return None
+
+    def admin_routes(self) -> list[AdminRoute]:
+        return []
+
+    async def aclose(self) -> None:
         return None
 
     def record(self, ex: Exchange, name: str, **detail: Any) -> Action:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import BasePolicy, Exchange, Reject, Services, Verdict
+from .base import BasePolicy, BudgetNote, Exchange, PolicyConfig, Reject, Services, Verdict
 from .messages import last_user_index, system_prefix_length
 
 log = logging.getLogger("ctxwarden.budget")
@@ -36,9 +36,7 @@ class ComponentBudgets(BaseModel):
         return self
 
 
-class BudgetConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+class BudgetConfig(PolicyConfig):
     warn: float = Field(0.70, gt=0, le=1)
     compress: float = Field(0.80, gt=0, le=1)
     aggressive: float = Field(0.90, gt=0, le=1)
@@ -58,7 +56,7 @@ class BudgetConfig(BaseModel):
 def component_tokens(ex: Exchange, services: Services) -> dict[str, int]:
     """Tokens per component: system prompt, history, tools, and the current query."""
     # The budget measures twice per request; most dicts are the same objects the second time.
-    memo: dict[int, tuple[Any, int]] = ex.state.setdefault("token_memo", {})
+    memo = ex.notes.token_memo
 
     def count(obj: dict[str, Any], is_tool: bool = False) -> int:
         hit = memo.get(id(obj))
@@ -97,7 +95,7 @@ class BudgetPolicy(BasePolicy):
         cfg: BudgetConfig = self.config
         m = await self.measure(ex)
         window = ex.context_window
-        ex.state["budget"] = {"tokens_before": m["tokens"], "window": window, "components": m["components"]}
+        ex.notes.budget = BudgetNote(m["tokens"], None, window, m["components"])
         self.services.metrics.record("ctxwarden.budget.usage", m["usage"], model=ex.model)
         over = [
             name for name, tokens in m["components"].items()
@@ -119,7 +117,8 @@ class BudgetPolicy(BasePolicy):
         """After every other policy: reject what still does not fit."""
         cfg: BudgetConfig = self.config
         m = await self.measure(ex)
-        ex.state.setdefault("budget", {})["tokens_after"] = m["tokens"]
+        ex.notes.budget = ex.notes.budget or BudgetNote(m["tokens"], window=ex.context_window)
+        ex.notes.budget.tokens_after = m["tokens"]
         if m["usage"] < cfg.reject:
             return None
         tried = [a.label for a in ex.actions if a.policy != "budget"] or ["nothing (no compressing policy enabled)"]

@@ -37,10 +37,7 @@ def admin_routes(settings: Settings, pipeline: Pipeline, telemetry: Telemetry) -
 
     routes: list[Route] = [Route("/admin/metrics", guarded(metrics), methods=["GET"])]
     for policy in pipeline.policies:
-        contribute = getattr(policy, "admin_routes", None)
-        if contribute is None:
-            continue
-        for path, method, handler in contribute():
+        for path, method, handler in policy.admin_routes():
             routes.append(Route(path, guarded(_json_handler(handler)), methods=[method]))
     return routes
 

@@ -17,10 +17,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 from ctxwarden.policies.messages import content_text
 
-from .streaming import sse
 from .errors import ProxyError, error_body
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
+from .streaming import sse
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
 from .upstream.client import DROP_RESPONSE, Upstream
@@ -152,7 +152,7 @@ class ChatHandler:
             headers=hints,
             context_window=self.models.context_window(model),
         )
-        ex.state["upstream_headers"] = self.upstream.request_headers(headers)
+        ex.notes.upstream_headers = self.upstream.request_headers(headers)
         return ex
 
     def _finish_headers(self, response: Response, request_id: str, ex: Exchange | None) -> None:
@@ -174,19 +174,20 @@ class ChatHandler:
             if ex.stream:
                 return StreamingResponse(iter(completion_chunks(ex, verdict.content)), media_type="text/event-stream")
             return JSONResponse(completion_object(ex, verdict.content))
-        budget = ex.state.get("budget") or {}
-        if budget:
-            self.metrics.record("ctxwarden.tokens.before", budget.get("tokens_before", 0), model=ex.model)
-            self.metrics.record("ctxwarden.tokens.after", budget.get("tokens_after", budget.get("tokens_before", 0)), model=ex.model)
-            span.set_attribute("ctxwarden.tokens.before", budget.get("tokens_before", 0))
-            span.set_attribute("ctxwarden.tokens.after", budget.get("tokens_after", budget.get("tokens_before", 0)))
+        budget = ex.notes.budget
+        if budget is not None:
+            after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after
+            self.metrics.record("ctxwarden.tokens.before", budget.tokens_before, model=ex.model)
+            self.metrics.record("ctxwarden.tokens.after", after, model=ex.model)
+            span.set_attribute("ctxwarden.tokens.before", budget.tokens_before)
+            span.set_attribute("ctxwarden.tokens.after", after)
         if uses_litellm(ex.model):
             from .upstream.providers import litellm_response
 
             response = await litellm_response(ex.outgoing_body(), ex.stream)
         else:
             payload = raw if not ex.changed and not ex.proxy_tools else _encode(ex.outgoing_body())
-            headers = ex.state["upstream_headers"]
+            headers = ex.notes.upstream_headers
             with self.telemetry.tracer.start_as_current_span("upstream chat") as up:
                 up.set_attribute("server.address", self.upstream.base_url)
                 result = await self.upstream.send("POST", "chat/completions", payload, headers, stream=ex.stream)
@@ -202,12 +203,12 @@ class ChatHandler:
 
     def _rounds(self, ex: Exchange) -> int:
         """How many proxy-tool rounds one request may take (a policy may set it, e.g. archive)."""
-        return int(ex.state.get("proxy_tool_rounds", self.max_rounds))
+        return self.max_rounds if ex.notes.proxy_tool_rounds is None else ex.notes.proxy_tool_rounds
 
     async def _next_round(self, ex: Exchange, extra: list[dict[str, Any]], stream: bool) -> httpx.Response:
         ex.messages = [*ex.messages, *extra]
         body = ex.outgoing_body()
-        result = await self.upstream.send("POST", "chat/completions", _encode(body), ex.state["upstream_headers"], stream=stream)
+        result = await self.upstream.send("POST", "chat/completions", _encode(body), ex.notes.upstream_headers, stream=stream)
         if result.response.status_code >= 400:
             data, _ = await upstream_error(result.response)
             detail = data["error"]

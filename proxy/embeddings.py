@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import importlib.util
+import logging
 import os
 import threading
 from collections import OrderedDict

@@ -9,7 +9,7 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
-from ctxwarden.policies.base import Answer, BasePolicy, Block, Exchange, Reject, Respond, Services, Verdict
+from ctxwarden.policies.base import Answer, BasePolicy, Block, Exchange, Outcome, Reject, Respond, Services, Verdict
 from ctxwarden.policies.budget import BudgetPolicy
 
 from .config import Settings
@@ -26,7 +26,7 @@ class Pipeline:
     def __init__(self, settings: Settings, services: Services, telemetry: Telemetry) -> None:
         self.services = services
         self.telemetry = telemetry
-        self.policies: list[Any] = []
+        self.policies: list[BasePolicy] = []
         for name, cfg in settings.policy_configs().items():
             if getattr(cfg, "enabled", True):
                 self.policies.append(policy_class(name)(cfg, services_for(name, settings, services)))
@@ -36,11 +36,12 @@ class Pipeline:
             if settings.budget.enabled
             else None
         )
-        self.stream_validators = [p for p in self.policies if getattr(p, "validates_stream", False)]
+        # Only policies that override a hook are called for it (the base's are no-ops).
+        self.stream_validators = [p for p in self.policies if p.validates_stream]
         self.response_policies = [p for p in self.policies if _overrides(p, "on_response")]
-        self.completion_hooks = [p for p in self.policies if hasattr(p, "on_complete")]
+        self.completion_hooks = [p for p in self.policies if _overrides(p, "on_complete")]
 
-    def policy(self, name: str) -> Any | None:
+    def policy(self, name: str) -> BasePolicy | None:
         return next((p for p in self.policies if p.name == name), None)
 
     async def run_request(self, ex: Exchange) -> Verdict | None:
@@ -65,7 +66,7 @@ class Pipeline:
                 return verdict
         return None
 
-    async def complete(self, ex: Exchange, outcome: str) -> None:
+    async def complete(self, ex: Exchange, outcome: Outcome) -> None:
         """Tell the policies how the exchange ended ("ok", "rejected", "blocked", "responded", "cut")."""
         for policy in self.completion_hooks:
             try:
@@ -96,7 +97,7 @@ class Pipeline:
                 span.add_event(action.label, {k: _attr(v) for k, v in action.detail.items()})
             if verdict is not None:
                 span.set_attribute("ctxwarden.verdict", type(verdict).__name__)
-                ex.state["verdict_by"] = policy.name  # who refused or answered: read in on_complete
+                ex.notes.verdict_by = policy.name  # who refused or answered: read in on_complete
             self.services.metrics.record(
                 "ctxwarden.policy.duration_ms", (time.perf_counter() - start) * 1000, policy=policy.name, hook=hook
             )
@@ -107,10 +108,9 @@ class Pipeline:
 
     async def aclose(self) -> None:
         for policy in self.policies:
-            close = getattr(policy, "aclose", None)
-            if close:
+            if _overrides(policy, "aclose"):
                 try:
-                    await close()
+                    await policy.aclose()
                 except Exception:
                     log.exception("policy %s failed to close", policy.name)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib.metadata import entry_points
 
+from ctxwarden.policies.base import BasePolicy
 from ctxwarden.policies.errors import CtxwardenError
 
 ENTRY_POINT_GROUP = "ctxwarden.policies"
@@ -28,5 +29,8 @@ def policy_class(name: str) -> type:
     """The policy class registered under `name`. It has `name`, `Config` and __init__(config, services)."""
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == name:
-            return ep.load()
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, BasePolicy)):
+                raise UnknownPolicy(f"policy {name!r} ({ep.value}) is not a subclass of ctxwarden.policies.BasePolicy")
+            return cls
     raise UnknownPolicy(f"unknown policy {name!r} (known: {', '.join(policy_names())})")

@@ -48,7 +48,7 @@ class LazyEmbedder:
 def make_complete(upstream: Upstream):
     async def complete(model: str, messages: list[dict[str, Any]], exchange: Exchange | None = None, **kwargs: Any) -> str:
         """One non-streamed completion through the upstream (summaries, judges). Raises on failure."""
-        headers = dict(exchange.state.get("upstream_headers", {})) if exchange else upstream.request_headers({})
+        headers = dict(exchange.notes.upstream_headers) if exchange else upstream.request_headers({})
         headers["content-type"] = "application/json"
         body = json.dumps({"model": model, "messages": messages, **kwargs}).encode()
         result = await upstream.send("POST", "chat/completions", body, headers)

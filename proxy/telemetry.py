@@ -14,14 +14,10 @@ import threading
 from typing import Any
 
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    Gauge as GaugeData,
-    Histogram as HistogramData,
-    InMemoryMetricReader,
-    MetricReader,
-    PeriodicExportingMetricReader,
-    Sum as SumData,
-)
+from opentelemetry.sdk.metrics.export import Gauge as GaugeData
+from opentelemetry.sdk.metrics.export import Histogram as HistogramData
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import Sum as SumData
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy
 from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy
 from ctxwarden.policies.history.scratchpad import RECALL_TOOL_NAME, Scratchpad, archive_ref, stub_text
 from ctxwarden.policies.text.tokens import TiktokenCounter
 from ctxwarden.proxy.config import StorageConfig
@@ -73,7 +73,7 @@ def test_big_results_of_earlier_turns_become_stubs_and_the_current_turn_stays(se
     assert ex.messages[4] is conv[4] and ex.messages[8] is conv[8]  # small, and the current turn's (unread) result
     assert conv[3]["content"] == big("north")  # the client's dict is untouched
     assert_pairs_intact(ex.messages)
-    assert RECALL_TOOL_NAME in ex.proxy_tools and ex.state["proxy_tool_rounds"] == 3
+    assert RECALL_TOOL_NAME in ex.proxy_tools and ex.notes.proxy_tool_rounds == 3
     action = next(a for a in ex.actions if a.label == "archive.archive")
     assert action.detail["results"] == 1 and action.detail["tokens_freed"] > 500
 

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from ctxwarden.policies.base import Exchange, Services
-from ctxwarden.policies.clash.policy import ClashConfig, ClashPolicy, user_texts
 from ctxwarden.policies.clash.detect import Located, local_clashes, text_keys
 from ctxwarden.policies.clash.edit import apply_losses
-from ctxwarden.policies.clash.state import SessionState
+from ctxwarden.policies.clash.policy import ClashConfig, ClashPolicy, user_texts
 from ctxwarden.policies.clash.question import parse_choice, question
 from ctxwarden.policies.clash.resolve import resolve
+from ctxwarden.policies.clash.state import SessionState
 from ctxwarden.policies.text.statements.extract import extract
 
 

@@ -66,3 +66,20 @@ def test_a_policy_can_have_its_own_embedder():
 def test_per_policy_embedder_must_name_a_configured_policy():
     with pytest.raises(ConfigError, match="embeddings.per_policy.tool: no policy 'tool' is configured"):
         load_settings(None, {"embeddings": {"per_policy": {"tool": {"provider": "minilm"}}}})
+
+
+def test_history_and_archive_share_one_scratchpad_with_their_own_embedders():
+    """A per-policy embedder gives a policy its own Services copy; the scratchpad must stay shared,
+    or a span history archived could not be recalled through archive's context_recall."""
+    from ctxwarden.proxy.app import create_app
+
+    settings = load_settings(None, {"embeddings": {"per_policy": {"history": {"provider": "minilm"},
+                                                                  "archive": {"provider": "wordllama"}}},
+                                    "storage": {"path": "/tmp/ctxw-unused"}})
+    pipeline = create_app(settings).state.pipeline
+    history, archive = pipeline.policy("history"), pipeline.policy("archive")
+    assert history.services is not archive.services
+    assert history.scratchpad is archive.scratchpad
+    history.scratchpad.memory.clear()
+    assert history.scratchpad.put(None, "hs_0123456789abcdef", "archived by history")
+    assert not archive.scratchpad.put(None, "hs_0123456789abcdef", "archived by history")  # already there

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from ctxwarden.policies.base import Exchange, Services
-from ctxwarden.policies.messages import content_text
 from ctxwarden.policies.history.extractive import gist, summarize_messages
-from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy
 from ctxwarden.policies.history.layout import Body
+from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy
+from ctxwarden.policies.messages import content_text
 from ctxwarden.policies.text.tokens import TiktokenCounter
 from ctxwarden.proxy.config import StorageConfig
 from ctxwarden.proxy.storage import ChromaStore

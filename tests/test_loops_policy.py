@@ -122,7 +122,7 @@ def refused(policy: LoopsPolicy, msgs: list[dict], session: str, by: tuple[str, 
     ex = exchange(msgs, session)
     assert run(policy.on_request(ex)) is None
     ex.record(*by)
-    ex.state["verdict_by"] = by[0]  # as the pipeline notes the policy whose verdict ended the exchange
+    ex.notes.verdict_by = by[0]  # as the pipeline notes the policy whose verdict ended the exchange
     run(policy.on_complete(ex, outcome))
     return ex
 

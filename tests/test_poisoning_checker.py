@@ -7,18 +7,12 @@ import logging
 import pytest
 from pydantic import ValidationError
 
-from ctxwarden.policies.text.claims import find_mentions, split_claims
-from ctxwarden.policies.poisoning.check import (
-    CONTRADICTED,
-    SUPPORTED,
-    UNVERIFIABLE,
-    LocalChecker,
-    parse_judgement,
-)
+from ctxwarden.policies.poisoning.check import CONTRADICTED, SUPPORTED, UNVERIFIABLE, LocalChecker, parse_judgement
 from ctxwarden.policies.poisoning.flags import FlagRules, FlagRulesConfig
 from ctxwarden.policies.poisoning.kb_index import KnowledgeIndex, Passage
 from ctxwarden.policies.poisoning.policy import PoisoningConfig
 from ctxwarden.policies.poisoning.stats import PoisoningStats
+from ctxwarden.policies.text.claims import find_mentions, split_claims
 from ctxwarden.policies.text.relations import extract_facts
 
 KB = [

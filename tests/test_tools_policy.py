@@ -11,8 +11,8 @@ import pytest
 from ctxwarden.policies.base import Exchange, Services
 from ctxwarden.policies.text.tokens import TiktokenCounter
 from ctxwarden.policies.tools.catalog import CATALOG_VERSION
-from ctxwarden.policies.tools.text import describe_tool
 from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy
+from ctxwarden.policies.tools.text import describe_tool
 from ctxwarden.proxy.config import EmbeddingsConfig, StorageConfig
 from ctxwarden.proxy.embeddings import build_embedder
 from ctxwarden.proxy.storage import ChromaStore

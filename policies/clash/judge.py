@@ -18,10 +18,10 @@ from typing import Any
 
 from ..base import Exchange, Services
 from ..cache import stable_hash
-from .detect import CLASH_TYPES, DUPLICATE_FACTS, Clash, Located, make_clash, text_keys
-from .state import SessionState
-from .question import Texts
 from ..text.statements.model import Sentence, Statement, split_sentences
+from .detect import CLASH_TYPES, DUPLICATE_FACTS, Clash, Located, make_clash, text_keys
+from .question import Texts
+from .state import SessionState
 
 SYSTEM_PROMPT = """You find contradictions between statements a USER made in a conversation with an assistant.
 You get the user's sentences, numbered S1, S2, ... in the order they were said; sentences marked [new] were just added.

@@ -21,27 +21,25 @@ import logging
 from collections import Counter, OrderedDict
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ..base import BasePolicy, Exchange, Respond, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict
 from ..messages import Message
+from ..text.statements.extract import extract
+from ..text.statements.model import Statement
 from .detect import Clash, Located, local_clashes, text_keys
 from .edit import apply_losses
 from .judge import Judge, JudgeError
-from .state import SessionMemory, SessionState
 from .question import Texts
 from .resolve import Resolution, resolve
-from ..text.statements.extract import extract
-from ..text.statements.model import Statement
+from .state import SessionMemory, SessionState
 
 log = logging.getLogger("ctxwarden.clash")
 
 OFFLOAD_CHARS = 300  # uncached user text above this is extracted in a worker thread (~4 µs a char: ≈1 ms)
 
 
-class ClashConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+class ClashConfig(PolicyConfig):
     strategy: Literal["prefer_recent", "ask_user", "merge", "keep_existing"] = "prefer_recent"
     judge_model: str | None = None
     judge_timeout_s: float = Field(10, gt=0)

@@ -11,8 +11,8 @@ import re
 from typing import Literal, Sequence
 
 from ..messages import Message, content_text
-from .detect import Clash, Located
 from ..text.statements.extract import extract
+from .detect import Clash, Located
 
 Texts = dict[tuple[int, int], str]  # (message index, part index) → text of a user message part
 Choice = Literal["older", "newer", "both"]

@@ -20,8 +20,8 @@ from typing import Literal, Sequence
 
 from ..messages import Message, content_text
 from .detect import Clash, Located
-from .state import Decision, SessionState
 from .question import Texts, find_answer, normalise, parse_choice, question
+from .state import Decision, SessionState
 
 LossMode = Literal["supersede", "merge", "reject", "user"]
 

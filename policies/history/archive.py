@@ -21,9 +21,9 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ..base import BasePolicy, Exchange, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
 from ..messages import Message, content_text, last_user_index
 from .extractive import gist
 from .scratchpad import (
@@ -40,9 +40,7 @@ from .scratchpad import (
 STUB_FLOOR_TOKENS = 80  # aggressive mode: results this small are cheaper kept than stubbed
 
 
-class ArchiveConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+class ArchiveConfig(PolicyConfig):
     min_tokens: int = Field(500, ge=1)
     max_recall_rounds: int = Field(3, ge=0)
     gist_chars: int = Field(160, ge=40, le=1000)

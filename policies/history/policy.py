@@ -26,23 +26,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ..base import BasePolicy, Exchange, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
 from ..messages import Message, last_user_index, system_prefix_length
+from ..text.tokens import REPLY_PRIMING
+from .blocks import SummaryBlock, SummaryIndex, span_key
 from .layout import Body, Segment, assemble, layout_size, walk
 from .scratchpad import ensure_recall_tool, recall_recorder, refs_in, shared_scratchpad, span_ref
 from .summarizer import Summarizer, SummaryResult, render_transcript
-from .blocks import SummaryBlock, SummaryIndex, span_key
-from ..text.tokens import REPLY_PRIMING
 from .timestamps import message_times
 
 log = logging.getLogger("ctxwarden.history")
 
 
-class HistoryConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+class HistoryConfig(PolicyConfig):
     max_messages: int = Field(20, ge=1)
     max_tokens: int = Field(2000, ge=1)
     keep_recent: int = Field(6, ge=0)
@@ -132,7 +130,7 @@ class HistoryPolicy(BasePolicy):
         """Token counts: the budget's per-request memo (same dicts), then ours by message key (the
         shared counter re-hashes a message's JSON on every call), then the counter itself."""
         model = ex.model
-        memo: dict = ex.state.get("token_memo") or {}
+        memo = ex.notes.token_memo
 
         def count(message: Message, key: str) -> int:
             seen = memo.get(id(message))
@@ -375,7 +373,7 @@ class HistoryPolicy(BasePolicy):
                         non_text_parts=_non_text_parts(work.body, blocks),  # images etc.: "[image]" in the summary
                         mode=",".join(sorted(work.notes.get("modes", {"cached"}))))
         ex.messages = new_messages
-        ex.state["history"] = {"tokens_before": before, "tokens_after": after, "blocks": len(blocks)}
+        ex.notes.history = {"tokens_before": before, "tokens_after": after, "blocks": len(blocks)}
         if refs_in(m for s in blocks if s.block for m in [s.block.message(work.role)]):
             ensure_recall_tool(ex, self.scratchpad, recall_recorder(self.services))
         metrics = self.services.metrics

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
 from ..base import Exchange, ProxyTool, Services
-from ..messages import Message, content_text
 from ..cache import stable_hash
+from ..messages import Message, content_text
 
 log = logging.getLogger("ctxwarden.scratchpad")
 
@@ -258,7 +258,7 @@ def ensure_recall_tool(ex: Exchange, pad: Scratchpad, record: RecordFn, rounds: 
     """Offer `context_recall` when the forwarded context holds refs. False if the client owns the name."""
     if RECALL_TOOL_NAME in ex.proxy_tools:
         if rounds is not None:
-            ex.state["proxy_tool_rounds"] = rounds
+            ex.notes.proxy_tool_rounds = rounds
         return True
     client_names = {(t.get("function") or {}).get("name") for t in ex.tools or []}
     if RECALL_TOOL_NAME in client_names:
@@ -266,19 +266,16 @@ def ensure_recall_tool(ex: Exchange, pad: Scratchpad, record: RecordFn, rounds: 
         return False
     ex.proxy_tools[RECALL_TOOL_NAME] = ProxyTool(RECALL_TOOL, recall_handler(pad, record))
     if rounds is not None:
-        ex.state["proxy_tool_rounds"] = rounds
+        ex.notes.proxy_tool_rounds = rounds
     return True
 
 
 def shared_scratchpad(services: Services, memory_entries: int = 2000) -> Scratchpad:
-    """One scratchpad per Services bundle, so history and archive read each other's refs."""
-    pad = getattr(services, "_ctxwarden_scratchpad", None)
+    """One scratchpad per pipeline, so history and archive read each other's refs. It lives in
+    `services.shared`, which a policy's own copy of Services (its own embedder) keeps."""
+    pad = services.shared.get("scratchpad")
     if pad is None:
-        pad = Scratchpad(services, memory_entries)
-        try:
-            setattr(services, "_ctxwarden_scratchpad", pad)
-        except AttributeError:
-            pass
+        pad = services.shared["scratchpad"] = Scratchpad(services, memory_entries)
     return pad
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Sequence
 
-from ..messages import Message, content_text, last_user_index
 from ..cache import stable_hash
+from ..messages import Message, content_text, last_user_index
 
 LABEL_MAX = 80  # characters of a call's label in messages and logs
 HISTORY_MAX = 30  # rounds of transition history kept with a detected loop

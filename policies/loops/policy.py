@@ -23,14 +23,14 @@ import functools
 import logging
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ..base import BasePolicy, Exchange, Respond, Services, Verdict
-from ..messages import Message, content_text, last_user_index
+from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict
 from ..cache import stable_hash
+from ..messages import Message, content_text, last_user_index
 from .detect import Loop, find_loop, turn_start
-from .state import SessionMemory
 from .replies import error_state_answer, loop_note, stop_answer
+from .state import SessionMemory
 
 log = logging.getLogger("ctxwarden.loops")
 
@@ -38,9 +38,7 @@ MAX_REASONS = 10
 OFFLOAD_TAIL_MESSAGES = 100  # turns longer than this are checked in a worker thread
 
 
-class LoopsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+class LoopsConfig(PolicyConfig):
     max_repeats: int = Field(3, ge=2)
     max_period: int = Field(6, ge=1, le=20)
     max_tool_rounds: int | None = Field(25, ge=1)
@@ -163,10 +161,10 @@ class LoopsPolicy(BasePolicy):
     def _refusal(self, ex: Exchange, outcome: str) -> str | None:
         """Which policy refused the exchange (its last action's label), or None if no policy did.
 
-        The pipeline notes the policy whose verdict ended the exchange in `ex.state["verdict_by"]`;
+        The pipeline notes the policy whose verdict ended the exchange in `ex.notes.verdict_by`;
         without it (an upstream or transport error) nobody refused.
         """
-        by = ex.state.get("verdict_by")
+        by = ex.notes.verdict_by
         if not by or by == self.name:
             return None
         return next((a.label for a in reversed(ex.actions) if a.policy == by), by)

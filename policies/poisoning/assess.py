@@ -16,8 +16,8 @@ from typing import Any, Sequence
 from ..text.claims import Claim, split_claims
 from .check import CONTRADICTED, UNSUPPORTED, UNVERIFIABLE, ClaimCheck, LLMJudge, LocalChecker
 from .grounding import Conversation, Grounder
-from .kb_index import Passage
 from .kb import KnowledgeBase
+from .kb_index import Passage
 
 log = logging.getLogger("ctxwarden.poisoning")
 

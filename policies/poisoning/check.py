@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from ..text.claims import Claim, Mention, negated
-from .kb_index import KnowledgeIndex, Passage, name_match, same_value
 from ..text.relations import CREATOR_FAMILY, Fact, extract_facts, has_relation_word
+from .kb_index import KnowledgeIndex, Passage, name_match, same_value
 
 SUPPORTED = "SUPPORTED"
 CONTRADICTED = "CONTRADICTED"

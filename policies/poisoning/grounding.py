@@ -28,9 +28,9 @@ from functools import lru_cache
 from typing import Sequence
 
 from ..text.claims import Claim, Mention, find_mentions, normalize, refers_back, refers_to_someone
+from ..text.relations import relations_in
 from .check import UNSUPPORTED, ClaimCheck, frame_similarity
 from .kb_index import KnowledgeIndex, Passage, same_value
-from ..text.relations import relations_in
 
 # how telling an unsupported mention is, by kind (a name or number is a checkable fact; a
 # lower-case KB term is often a loose description: "a mystery", "thriller movie")

@@ -9,10 +9,10 @@ KB knows, so that checking a claim costs dictionary lookups instead of re-readin
 from __future__ import annotations
 
 import difflib
-from datetime import datetime, timezone
-from functools import lru_cache
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, Iterable
 
 from ..text.claims import STOP, Mention, find_mentions

@@ -24,21 +24,21 @@ import threading
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from .assess import Assessment, apply_judge, assess_local
-from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict
-from ..messages import Message, content_text, last_user_index
+from ..base import Answer, BasePolicy, Block, Exchange, PolicyConfig, Reject, Services, Verdict
 from ..cache import LRU, stable_hash
+from ..messages import Message, content_text, last_user_index
 from .admin import Route, routes
+from .assess import Assessment, apply_judge, assess_local
 from .check import UNSUPPORTED, LLMJudge, LocalChecker
 from .findings import MARK, Finding, header_safe, short
 from .flags import FlagRules, FlagRulesConfig
 from .grounding import Grounder
 from .kb import KnowledgeBase
-from .stats import PoisoningStats
 from .quarantine import APPROVED, REJECTED, QuarantineStore
 from .scores import Scores, accuracy, completeness, relevance
+from .stats import PoisoningStats
 
 log = logging.getLogger("ctxwarden.poisoning")
 
@@ -47,9 +47,7 @@ CHECKED_ROLES = ("assistant", "tool")
 _UNSEEN = object()
 
 
-class PoisoningConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+class PoisoningConfig(PolicyConfig):
     action: Literal["block", "error", "annotate"] = "block"
     check_inputs: bool = True
     input_action: Literal["drop", "reject"] = "drop"
@@ -142,7 +140,7 @@ class PoisoningPolicy(BasePolicy):
             await self._report_scores(ex, answer, assessment)
         worst = assessment.worst
         finding = Finding.of(worst) if worst else None
-        ex.state.setdefault("poisoning.answer", None)  # on_complete counts the answer once (its type when poisoned)
+        ex.notes.answer_checked = True  # on_complete counts the answer once (its type when poisoned)
         return await self._decide_answer(ex, finding, (answer.prior_text + answer.text) if answer.partial else answer.text)
 
     async def _decide_answer(self, ex: Exchange, finding: Finding | None, full_text: str) -> Verdict | None:
@@ -178,7 +176,7 @@ class PoisoningPolicy(BasePolicy):
         notice = (f'{MARK} Content rejected: hallucination detected. The claim "{finding.claim}" {finding.against_kb()} '
                   f'(confidence {finding.confidence:.2f}).')
         self._count_blocked(finding, "answer", self.config.action)
-        ex.state["poisoning.answer"] = finding.kind
+        ex.notes.answer_kind = finding.kind
         if self.config.action == "annotate":
             self.record(ex, "annotated", claim=finding.claim, evidence=finding.evidence, kind=finding.kind,
                         verdict=finding.verdict)
@@ -197,7 +195,7 @@ class PoisoningPolicy(BasePolicy):
             self.quarantine.put, full_text, tenant=ex.tenant, kind=finding.kind, source="answer", claim=finding.claim,
             evidence=finding.evidence, confidence=finding.confidence, request_id=ex.request_id,
             session=ex.session_id, model=ex.model)
-        ex.state["poisoning.answer"] = finding.kind
+        ex.notes.answer_kind = finding.kind
         self.record(ex, "quarantined", quarantine_id=item["id"], claim=finding.claim, kind=finding.kind, verdict=finding.verdict)
         self.services.metrics.add("ctxwarden.poisoning.quarantined", 1, type=finding.kind, source="answer")
         await self.refresh_quarantine_gauge()
@@ -216,13 +214,13 @@ class PoisoningPolicy(BasePolicy):
             self.record(ex, "judge_failed", claims=assessment.judge_errors)
 
     async def _report_scores(self, ex: Exchange, answer: Answer, assessment: Assessment) -> None:
-        """RF-005 scores for a whole answer: header x-ctxwarden-validation, metrics, ex.state."""
+        """RF-005 scores for a whole answer: header x-ctxwarden-validation, metrics, ex.notes."""
         query_index = last_user_index(ex.messages)
         query = content_text(ex.messages[query_index]) if query_index >= 0 else ""
         vectors = await asyncio.to_thread(self.services.embedder.embed, [answer.text, query]) if query else [None, None]
         scores = Scores(relevance(vectors[0], vectors[1]), accuracy(assessment.checks), assessment.fresh_share,
                         completeness(answer.text, ex.body, answer.finish_reason))
-        ex.state["validation"] = {"quality": scores.quality, **scores.__dict__, "claims": assessment.claims,
+        ex.notes.validation = {"quality": scores.quality, **scores.__dict__, "claims": assessment.claims,
                                   "checked": [c.as_dict() for c in assessment.checks]}
         ex.response_headers["x-ctxwarden-validation"] = scores.header()
         self.services.metrics.record("ctxwarden.validation.quality", scores.quality)
@@ -327,8 +325,8 @@ class PoisoningPolicy(BasePolicy):
     # ------------------------------------------------------------------ bookkeeping
 
     async def on_complete(self, ex: Exchange, outcome: str) -> None:
-        if "poisoning.answer" in ex.state:
-            self._observe(ex.state["poisoning.answer"], "answer")
+        if ex.notes.answer_checked:
+            self._observe(ex.notes.answer_kind, "answer")
 
     def _observe(self, kind: str | None, source: str) -> None:
         """One checked item for the poisoning rate (kind: its poisoning type, None when clean)."""

@@ -14,8 +14,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
-from ..messages import Message, Tool, content_text
 from ..cache import stable_hash
+from ..messages import Message, Tool, content_text
 
 # OpenAI's chat format: every message costs a few tokens of framing, and the reply is primed.
 TOKENS_PER_MESSAGE = 3

@@ -9,8 +9,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..messages import Tool
 from ..cache import stable_hash
+from ..messages import Tool
 from .ranking import LexicalDoc
 from .text import ToolText, describe_tool
 

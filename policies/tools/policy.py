@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..base import BasePolicy, Exchange, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
 from ..messages import Tool
-from ..cache import stable_hash
 from .catalog import CatalogReport, ToolCatalog
 from .facts import FactsCache
 from .ranking import ToolSetIndex, Weights
@@ -52,9 +51,7 @@ class WeightsConfig(BaseModel):
         return self
 
 
-class ToolsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+class ToolsConfig(PolicyConfig):
     max_tools: int = Field(30, ge=1)
     top_k: int = Field(5, ge=1)
     min_score: float = 0.0

@@ -10,8 +10,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..messages import Message, content_text, last_user_index
 from ..cache import stable_hash
+from ..messages import Message, content_text, last_user_index
 
 # The intent is embedded on every new user request: a contextual embedder (minilm) costs ~0.35 ms
 # per token on one core, so the text is bounded (~250 + ~120 tokens); the request comes first.

@@ -23,8 +23,8 @@ import httpx
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject
 
-from . import sse
 from ..errors import ProxyError
+from . import sse
 
 log = logging.getLogger("ctxwarden.streaming")
 
