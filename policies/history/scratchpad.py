@@ -264,7 +264,7 @@ def ensure_recall_tool(ex: Exchange, pad: Scratchpad, record: RecordFn, rounds: 
     if RECALL_TOOL_NAME in client_names:
         record(ex, "recall_name_taken")
         return False
-    ex.proxy_tools[RECALL_TOOL_NAME] = ProxyTool(RECALL_TOOL, recall_handler(pad, record))
+    ex.proxy_tools[RECALL_TOOL_NAME] = ProxyTool(RECALL_TOOL, recall_handler(pad, record), owner="archive")
     if rounds is not None:
         ex.notes.proxy_tool_rounds = rounds
     return True
