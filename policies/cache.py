@@ -59,19 +59,13 @@ class LRU(Generic[K, V]):
     def get(self, key: K, default: Any = None) -> V | Any:
         """The value for `key` (now the most recently used), or `default` if absent or expired."""
         with self._lock:
+            evicted = self._expire() if self.ttl_s is not None else []
             hit = self._items.get(key)
-            if hit is None:
-                return default
-            now = self.clock() if self.ttl_s is not None else 0.0
-            if self.ttl_s is not None and now - hit[1] > self.ttl_s:
-                del self._items[key]
-                evicted = [(key, hit[0])]
-            else:
-                self._items[key] = (hit[0], now)
+            if hit is not None:
+                self._items[key] = (hit[0], self.clock() if self.ttl_s is not None else 0.0)
                 self._items.move_to_end(key)
-                return hit[0]
         self._report(evicted)
-        return default
+        return default if hit is None else hit[0]
 
     def put(self, key: K, value: V) -> None:
         with self._lock:
@@ -101,16 +95,20 @@ class LRU(Generic[K, V]):
         with self._lock:
             return [v for v, _ in self._items.values()]
 
-    def _trim(self) -> list[tuple[K, V]]:
+    def _expire(self) -> list[tuple[K, V]]:
+        """Drop idle entries: they are in last-used order, so the expired ones are at the front."""
         evicted: list[tuple[K, V]] = []
-        if self.ttl_s is not None:  # entries are in last-used order: expired ones are at the front
-            now = self.clock()
-            while self._items:
-                key, (value, touched) = next(iter(self._items.items()))
-                if now - touched <= self.ttl_s:
-                    break
-                del self._items[key]
-                evicted.append((key, value))
+        now = self.clock()
+        while self._items:
+            key, (value, touched) = next(iter(self._items.items()))
+            if now - touched <= self.ttl_s:  # type: ignore[operator]
+                break
+            del self._items[key]
+            evicted.append((key, value))
+        return evicted
+
+    def _trim(self) -> list[tuple[K, V]]:
+        evicted = self._expire() if self.ttl_s is not None else []
         while len(self._items) > self.max_entries:
             key, (value, _) = self._items.popitem(last=False)
             evicted.append((key, value))

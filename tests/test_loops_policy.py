@@ -7,8 +7,9 @@ import copy
 from typing import Any
 
 from ctxwarden.policies.base import Exchange, Respond, Services
+from ctxwarden.policies.cache import LRU
 from ctxwarden.policies.loops.policy import LoopsConfig, LoopsPolicy
-from ctxwarden.policies.loops.state import SessionMemory
+from ctxwarden.policies.loops.state import SessionState
 from tests.test_loops_detect import A, B, C, convo
 
 
@@ -181,14 +182,15 @@ def test_max_retries_null_switches_the_counter_off():
 
 def test_session_memory_is_bounded_by_count_and_idle_time():
     now = [0.0]
-    memory = SessionMemory(max_sessions=2, ttl_s=10, clock=lambda: now[0])
-    memory.get("a").failures = 1
-    memory.get("b").failures = 1
+    memory = LRU(2, ttl_s=10, clock=lambda: now[0])  # as the policy holds its sessions
+    memory.get_or_create("a", SessionState).failures = 1
+    memory.get_or_create("b", SessionState).failures = 1
     memory.get("a")  # a is now the most recent
-    memory.get("c")
-    assert memory.peek("b") is None and memory.peek("a") is not None and len(memory) == 2
+    memory.get_or_create("c", SessionState)
+    assert memory.get("b") is None and memory.get("a").failures == 1 and len(memory) == 2
     now[0] = 11
-    assert memory.peek("a") is None and len(memory) == 0
+    assert memory.get("a") is None and len(memory) == 0
+    assert memory.get_or_create("a", SessionState).failures == 0  # an expired session starts afresh
 
 
 def test_every_trigger_is_logged_with_its_transition_history(caplog):

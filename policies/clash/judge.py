@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from ..base import Exchange, Services
-from ..cache import stable_hash
+from ..cache import LRU, stable_hash
 from ..text.statements.model import Sentence, Statement, split_sentences
 from .detect import CLASH_TYPES, DUPLICATE_FACTS, Clash, Located, make_clash, text_keys
 from .question import Texts
@@ -65,8 +64,7 @@ class Judge:
         self.model = model
         self.services = services
         self.timeout_s = timeout_s
-        self._cache: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: LRU[str, list[dict[str, Any]]] = LRU(cache_size)  # per prompt: a replayed turn costs no call
 
     async def clashes(self, ex: Exchange, texts: Texts, state: SessionState) -> list[Clash]:
         sentences = numbered_sentences(texts)
@@ -82,8 +80,9 @@ class Judge:
                  for i, n in enumerate(sentences)]
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
         key = stable_hash([self.model, messages])
-        if key in self._cache:
-            return self._cache[key]
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
         if self.services.complete is None:
             raise JudgeError("no completion service to reach the judge model")
         try:
@@ -92,9 +91,7 @@ class Judge:
             raise JudgeError(f"judge call failed: {type(exc).__name__}: {exc}") from exc
         findings = [self._finding(item, sentences) for item in _parse(raw)]
         findings = [f for f in findings if f]
-        self._cache[key] = findings
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self._cache.put(key, findings)
         return findings
 
     @staticmethod

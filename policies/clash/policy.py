@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict
+from ..cache import LRU
 from ..messages import Message
 from ..text.statements.extract import extract
 from ..text.statements.model import Statement
@@ -32,7 +33,7 @@ from .edit import apply_losses
 from .judge import Judge, JudgeError
 from .question import Texts
 from .resolve import Resolution, resolve
-from .state import SessionMemory, SessionState
+from .state import SessionState
 
 log = logging.getLogger("ctxwarden.clash")
 
@@ -70,9 +71,9 @@ class ClashPolicy(BasePolicy):
 
     def __init__(self, config: ClashConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory = SessionMemory(config.max_sessions, config.session_ttl_s)
+        self.memory: LRU[str, SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
         self.judge = Judge(config.judge_model, services, config.judge_timeout_s) if config.judge_model else None
-        self._statements: OrderedDict[str, tuple[Statement, ...]] = OrderedDict()
+        self._statements: LRU[str, tuple[Statement, ...]] = LRU(max(1, config.cache_size))  # per text hash
         self.stats: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ request
@@ -81,7 +82,7 @@ class ClashPolicy(BasePolicy):
         texts = user_texts(ex.messages)
         if len(texts) < 1:
             return None
-        state = self.memory.get(ex.session_id)
+        state = self.memory.get_or_create(ex.session_id, SessionState)
         found = await self._locate(texts)
         clashes = await self._detect(ex, texts, found, state)
         if not clashes:
@@ -102,24 +103,20 @@ class ClashPolicy(BasePolicy):
     async def _locate(self, texts: Texts) -> list[Located]:
         keys = text_keys(texts)
         hashes = {where: key.split("#", 1)[0] for where, key in keys.items()}
-        missing = {h: texts[w] for w, h in hashes.items() if h not in self._statements}
+        known = {h: self._statements.get(h) for h in set(hashes.values())}
+        missing = {h: texts[w] for w, h in hashes.items() if known[h] is None}
         if missing:
             if sum(len(t) for t in missing.values()) > OFFLOAD_CHARS:
                 extracted = await asyncio.to_thread(lambda: {h: extract(t) for h, t in missing.items()})
             else:
                 extracted = {h: extract(t) for h, t in missing.items()}
             for h, statements in extracted.items():
-                self._remember(h, statements)
+                self._statements.put(h, statements)
+                known[h] = statements
         found: list[Located] = []
         for (message, part), h in sorted(hashes.items()):
-            self._statements.move_to_end(h)
-            found += [Located(message, part, keys[(message, part)], st) for st in self._statements[h]]
+            found += [Located(message, part, keys[(message, part)], st) for st in known[h] or ()]
         return found
-
-    def _remember(self, text_hash: str, statements: tuple[Statement, ...]) -> None:
-        self._statements[text_hash] = statements
-        while len(self._statements) > self.config.cache_size:
-            self._statements.popitem(last=False)
 
     async def _detect(self, ex: Exchange, texts: Texts, found: list[Located], state: SessionState) -> list[Clash]:
         if self.judge is not None:

@@ -16,14 +16,13 @@ scratchpad, for at most `max_recall_rounds` rounds per request.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
+from ..cache import LRU
 from ..messages import Message, content_text, last_user_index
 from .extractive import gist
 from .scratchpad import (
@@ -79,8 +78,7 @@ class ArchivePolicy(BasePolicy):
     def __init__(self, config: ArchiveConfig, services: Services) -> None:
         super().__init__(config, services)
         self.scratchpad = shared_scratchpad(services, config.memory_entries)
-        self._known: OrderedDict[str, _Known] = OrderedDict()  # by ref; bounded
-        self._lock = threading.Lock()
+        self._known: LRU[str, _Known] = LRU(20_000)  # token counts of archived results, by ref
         self._record_recall = recall_recorder(services)
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
@@ -135,16 +133,10 @@ class ArchivePolicy(BasePolicy):
         return earlier, answered, unanswered
 
     def _remember(self, ref: str, message: Message, model: str) -> _Known:
-        with self._lock:
-            known = self._known.get(ref)
-            if known is not None:
-                self._known.move_to_end(ref)
-                return known
-        known = _Known(self.services.tokens.count_message(message, model))
-        with self._lock:
-            self._known[ref] = known
-            while len(self._known) > 20_000:
-                self._known.popitem(last=False)
+        known = self._known.get(ref)
+        if known is None:
+            known = _Known(self.services.tokens.count_message(message, model))
+            self._known.put(ref, known)
         return known
 
     async def _archive(self, ex: Exchange, messages: list[Message]) -> tuple[list[_Candidate], int | None]:
@@ -206,7 +198,7 @@ class ArchivePolicy(BasePolicy):
 
     def _metrics(self, ex: Exchange, archived: list[_Candidate], started: float) -> None:
         archived_tokens = sum(c.tokens for c in archived)
-        stub_tokens = sum(self._known[c.ref].stub_tokens if c.ref in self._known else 0 for c in archived)
+        stub_tokens = sum(getattr(self._known.get(c.ref), "stub_tokens", 0) for c in archived)
         freed = archived_tokens - stub_tokens
         self.record(ex, "archive", results=len(archived), tokens_freed=freed, mode=ex.pressure,
                     refs=[c.ref for c in archived][:10])

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..cache import LRU
 from ..messages import Message
 
 SUMMARY_TAG = "[ctxwarden summary"
@@ -50,34 +50,32 @@ class SummaryBlock:
 
 class SummaryIndex:
     def __init__(self, max_blocks: int = 20_000) -> None:
-        self._by_key: OrderedDict[str, SummaryBlock] = OrderedDict()
-        self._by_start: dict[tuple[str | None, str], list[str]] = {}
-        self._tenant_of: dict[str, str | None] = {}
-        self._max = max_blocks
-        self._lock = threading.Lock()
+        self._by_key: LRU[str, tuple[str | None, SummaryBlock]] = LRU(max_blocks, on_evict=self._forget)
+        self._by_start: dict[tuple[str | None, str], list[str]] = {}  # (tenant, first hash) → block keys
+        self._lock = threading.Lock()  # guards _by_start (planning runs in worker threads)
 
     def __len__(self) -> int:
         return len(self._by_key)
 
     def get(self, key: str) -> SummaryBlock | None:
-        with self._lock:
-            block = self._by_key.get(key)
-            if block is not None:
-                self._by_key.move_to_end(key)
-            return block
+        hit = self._by_key.get(key)
+        return None if hit is None else hit[1]
 
     def put(self, tenant: str | None, block: SummaryBlock) -> None:
         with self._lock:
-            if block.key not in self._by_key:
-                self._by_start.setdefault((tenant, block.first), []).append(block.key)
-                self._tenant_of[block.key] = tenant
-            self._by_key[block.key] = block
-            self._by_key.move_to_end(block.key)
-            while len(self._by_key) > self._max:
-                old_key, old = self._by_key.popitem(last=False)
-                starts = self._by_start.get((self._tenant_of.pop(old_key, None), old.first), [])
-                if old_key in starts:
-                    starts.remove(old_key)
+            starts = self._by_start.setdefault((tenant, block.first), [])
+            if block.key not in starts:
+                starts.append(block.key)
+        self._by_key.put(block.key, (tenant, block))
+
+    def _forget(self, key: str, entry: tuple[str | None, SummaryBlock]) -> None:
+        tenant, block = entry
+        with self._lock:
+            starts = self._by_start.get((tenant, block.first), [])
+            if key in starts:
+                starts.remove(key)
+            if not starts:
+                self._by_start.pop((tenant, block.first), None)
 
     def longest_at(
         self, tenant: str | None, hashes: Sequence[str], start: int, ends: set[int], max_end: int
@@ -85,7 +83,7 @@ class SummaryIndex:
         """The longest known block covering hashes[start:end] exactly, for an allowed `end`."""
         with self._lock:
             keys = list(self._by_start.get((tenant, hashes[start]), ()))
-            candidates = [self._by_key[k] for k in keys if k in self._by_key]
+        candidates = [block for block in map(self.get, keys) if block is not None]
         best: SummaryBlock | None = None
         for block in sorted(candidates, key=lambda b: -b.n_messages):
             end = start + block.n_messages
@@ -94,6 +92,4 @@ class SummaryIndex:
             if span_key(tenant, hashes[start:end]) == block.key:
                 best = block
                 break
-        if best is not None:
-            self.get(best.key)  # refresh its LRU position
         return best

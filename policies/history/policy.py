@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
+from ..cache import LRU
 from ..messages import Message, last_user_index, system_prefix_length
 from ..text.tokens import REPLY_PRIMING
 from .blocks import SummaryBlock, SummaryIndex, span_key
@@ -97,8 +97,7 @@ class HistoryPolicy(BasePolicy):
         self.index = SummaryIndex(config.cache_blocks)
         self.summarizer = Summarizer(services, config.summarizer_model, config.summarizer_timeout_s)
         self.scratchpad = shared_scratchpad(services)
-        self._tokens: dict[tuple[str, str], int] = {}
-        self._tokens_lock = threading.Lock()
+        self._tokens: LRU[tuple[str, str], int] = LRU(100_000)  # shared by concurrent requests' threads
         self._inflight: dict[str, asyncio.Future] = {}  # span key → the summary being made for it
 
     # ------------------------------------------------------------------ entry
@@ -140,10 +139,7 @@ class HistoryPolicy(BasePolicy):
             hit = self._tokens.get(cache_key)
             if hit is None:
                 hit = self.services.tokens.count_message(message, model)
-                with self._tokens_lock:  # worker threads of concurrent requests share this cache
-                    self._tokens[cache_key] = hit
-                    if len(self._tokens) > 100_000:
-                        self._tokens.pop(next(iter(self._tokens)))
+                self._tokens.put(cache_key, hit)
             return hit
 
         return count

@@ -26,11 +26,11 @@ from typing import Literal
 from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict
-from ..cache import stable_hash
+from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
 from .detect import Loop, find_loop, turn_start
 from .replies import error_state_answer, loop_note, stop_answer
-from .state import SessionMemory
+from .state import SessionState
 
 log = logging.getLogger("ctxwarden.loops")
 
@@ -60,7 +60,7 @@ class LoopsPolicy(BasePolicy):
 
     def __init__(self, config: LoopsConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory = SessionMemory(config.max_sessions, config.session_ttl_s)
+        self.memory: LRU[str, SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
 
     # ------------------------------------------------------------------ request
 
@@ -93,7 +93,7 @@ class LoopsPolicy(BasePolicy):
         return self._inject_or_stop(ex, loop, turn)
 
     def _inject_or_stop(self, ex: Exchange, loop: Loop, turn: str) -> Verdict | None:
-        state = self.memory.get(ex.session_id)
+        state = self.memory.get_or_create(ex.session_id, SessionState)
         key = stable_hash([turn, loop.signature])
         noted_at = state.notes.get(key)
         if noted_at is not None and loop.tool_rounds > noted_at:
@@ -125,7 +125,7 @@ class LoopsPolicy(BasePolicy):
 
     def _retries_exhausted(self, ex: Exchange, turn: str) -> Respond | None:
         limit = self.config.max_retries
-        state = self.memory.peek(ex.session_id) if limit else None
+        state = self.memory.get(ex.session_id) if limit else None
         if state is None or state.failures < limit or state.failed_turn != turn:
             return None  # closed, or a new turn: one trial goes through
         self.services.metrics.add("ctxwarden.loops.retries_exhausted", 1)
@@ -141,7 +141,7 @@ class LoopsPolicy(BasePolicy):
         if not self.config.max_retries:
             return
         if outcome == "ok":
-            state = self.memory.peek(ex.session_id)
+            state = self.memory.get(ex.session_id)
             if state is not None and state.failures:
                 log.info("session %s succeeded after %d refused attempts; retry counter reset", ex.session_id, state.failures)
                 state.reset_failures()
@@ -151,7 +151,7 @@ class LoopsPolicy(BasePolicy):
         reason = self._refusal(ex, outcome)
         if reason is None:
             return  # an upstream or transport error, not a policy's refusal: the client's retry is legitimate
-        state = self.memory.get(ex.session_id)
+        state = self.memory.get_or_create(ex.session_id, SessionState)
         state.failures += 1
         state.failure_reasons = [*state.failure_reasons, reason][-MAX_REASONS:]
         state.failed_turn = turn_key(ex.original_messages)

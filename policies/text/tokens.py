@@ -9,12 +9,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
-from ..cache import stable_hash
+from ..cache import LRU, stable_hash
 from ..messages import Message, Tool, content_text
 
 # OpenAI's chat format: every message costs a few tokens of framing, and the reply is primed.
@@ -65,9 +63,7 @@ class TiktokenCounter:
     def __init__(self, cache_size: int = 50_000) -> None:
         use_bundled_tiktoken_files()
         self._encodings: dict[str, object] = {}
-        self._cache: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self._cache: LRU[tuple[str, str], int] = LRU(cache_size)
 
     def _encoding(self, model: str):
         name = encoding_name_for(model)
@@ -87,11 +83,9 @@ class TiktokenCounter:
     def count_message(self, message: Message, model: str) -> int:
         name, _ = self._encoding(model)
         key = (name, _message_key(message))
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         n = TOKENS_PER_MESSAGE + self.count_text(str(message.get("role", "")), model)
         n += self.count_text(content_text(message), model)
         if message.get("name"):
@@ -100,10 +94,7 @@ class TiktokenCounter:
             fn = call.get("function") or {}
             n += 3 + self.count_text(str(fn.get("name", "")), model)
             n += self.count_text(str(fn.get("arguments", "")), model)
-        with self._lock:
-            self._cache[key] = n
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, n)
         return n
 
     def count_messages(self, messages: Sequence[Message], model: str) -> int:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..base import Embedder, Store
+from ..cache import LRU
 from .text import ToolText
 
 log = logging.getLogger("ctxwarden.tools")
@@ -45,7 +45,7 @@ class CatalogReport:
 @dataclass
 class ToolCatalog:
     max_entries: int = 20_000
-    _entries: OrderedDict[tuple[str, str], ToolVectors] = field(default_factory=OrderedDict)
+    _entries: LRU[tuple[str, str], ToolVectors] = field(init=False)
     _persisted: set[tuple[str, str, str]] = field(default_factory=set)  # (tenant, embedder, key) in Chroma
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -61,12 +61,10 @@ class ToolCatalog:
         report = CatalogReport()
         space = embedder.name
         found: dict[str, ToolVectors] = {}
-        with self._lock:
-            for key in keys:
-                hit = self._entries.get((space, key))
-                if hit is not None:
-                    self._entries.move_to_end((space, key))
-                    found[key] = hit
+        for key in keys:
+            hit = self._entries.get((space, key))
+            if hit is not None:
+                found[key] = hit
         wanted = {k: t for k, t in zip(keys, texts) if k not in found}
         collection = None
         if store is not None and (wanted or any((tenant or "", space, k) not in self._persisted for k in keys)):
@@ -96,12 +94,11 @@ class ToolCatalog:
         return [found[k] for k in keys], report
 
     def _remember(self, space: str, found: dict[str, ToolVectors]) -> None:
-        with self._lock:
-            for key, entry in found.items():
-                self._entries[(space, key)] = entry
-                self._entries.move_to_end((space, key))
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+        for key, entry in found.items():
+            self._entries.put((space, key), entry)
+
+    def __post_init__(self) -> None:
+        self._entries = LRU(self.max_entries)
 
     def _mark_persisted(self, tenant: str | None, space: str, keys: Any) -> None:
         with self._lock:

@@ -4,12 +4,10 @@ of known tools then costs one hash and a few lookups per tool instead of regexes
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..cache import stable_hash
+from ..cache import LRU, stable_hash
 from ..messages import Tool
 from .ranking import LexicalDoc
 from .text import ToolText, describe_tool
@@ -31,24 +29,16 @@ class ToolFacts:
 
 class FactsCache:
     def __init__(self, max_entries: int = 20_000) -> None:
-        self._items: OrderedDict[str, ToolFacts] = OrderedDict()
-        self._max = max_entries
-        self._lock = threading.Lock()
+        self._items: LRU[str, ToolFacts] = LRU(max_entries)
 
     def facts(self, tools: list[Tool]) -> list[ToolFacts]:
         out = []
         for tool in tools:
             key = stable_hash(tool)
-            with self._lock:
-                hit = self._items.get(key)
-                if hit is not None:
-                    self._items.move_to_end(key)
+            hit = self._items.get(key)
             if hit is None:
                 text = describe_tool(tool)
                 hit = ToolFacts(key, text, LexicalDoc.of(text))
-                with self._lock:
-                    self._items[key] = hit
-                    while len(self._items) > self._max:
-                        self._items.popitem(last=False)
+                self._items.put(key, hit)
             out.append(hit)
         return out

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
+from ..cache import LRU
 from ..messages import Tool
 from .catalog import CatalogReport, ToolCatalog
 from .facts import FactsCache
@@ -84,8 +83,7 @@ class ToolsPolicy(BasePolicy):
         self.catalog = ToolCatalog()
         self.facts = FactsCache()
         self.memory = SelectionMemory()
-        self._indexes: OrderedDict[tuple[str, ...], ToolSetIndex] = OrderedDict()
-        self._lock = threading.Lock()
+        self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS)
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
         tools = ex.tools
@@ -149,11 +147,9 @@ class ToolsPolicy(BasePolicy):
         embedder = self.services.embedder
         space = embedder.name if embedder is not None else ""
         cache_key = (toolset, tenant or "", space)
-        with self._lock:
-            hit = self._indexes.get(cache_key)
-            if hit is not None:
-                self._indexes.move_to_end(cache_key)
-                return hit, toolset, CatalogReport(), None
+        hit = self._indexes.get(cache_key)
+        if hit is not None:
+            return hit, toolset, CatalogReport(), None
         facts = self.facts.facts(tools)
         keys = [f.key for f in facts]
         report, degraded, vectors = CatalogReport(), None, None
@@ -167,10 +163,7 @@ class ToolsPolicy(BasePolicy):
         index = ToolSetIndex.build([f.text.name for f in facts], [f.lexical for f in facts], vectors)
         index.facts = facts
         if degraded is None:  # a degraded index is rebuilt next time, when the embedder may be back
-            with self._lock:
-                self._indexes[cache_key] = index
-                while len(self._indexes) > self.MAX_TOOL_SETS:
-                    self._indexes.popitem(last=False)
+            self._indexes.put(cache_key, index)
         return index, toolset, report, degraded
 
     def _relevance(self, index: ToolSetIndex, intent: str, degraded: str | None) -> tuple[np.ndarray, str | None]:

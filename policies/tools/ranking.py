@@ -18,8 +18,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..cache import LRU
 from .catalog import ToolVectors
 from .text import ToolText, terms
+
+_UNSEEN: Any = object()  # a term not looked up yet (None caches a term no tool has)
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -58,12 +61,14 @@ class LexicalIndex:
         total = sum(d.length for d in self.docs)
         avg = total / len(self.docs) if total else 1.0
         self.norms = [BM25_K1 * (1 - BM25_B + BM25_B * d.length / avg) for d in self.docs]
-        self._postings: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._postings: LRU[str, tuple[np.ndarray, np.ndarray] | None] = LRU(self.MAX_CACHED_TERMS)
 
     def scores(self, query_terms: Sequence[str]) -> np.ndarray:
         out = np.zeros(len(self.docs))
         for term in list(dict.fromkeys(query_terms))[: self.MAX_QUERY_TERMS]:
-            hit = self._postings[term] if term in self._postings else self._posting(term)
+            hit = self._postings.get(term, _UNSEEN)
+            if hit is _UNSEEN:
+                hit = self._posting(term)
             if hit is not None:
                 out[hit[0]] += hit[1]
         return out
@@ -78,9 +83,7 @@ class LexicalIndex:
                 np.array([i for i, _ in hits]),
                 np.array([idf * tf * (BM25_K1 + 1) / (tf + self.norms[i]) for i, tf in hits]),
             )
-        if len(self._postings) >= self.MAX_CACHED_TERMS:
-            self._postings.clear()
-        self._postings[term] = posting
+        self._postings.put(term, posting)
         return posting
 
 

@@ -3,14 +3,12 @@ that keeps a selection stable while the user's request is unchanged (cache-stabl
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..cache import stable_hash
+from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
 
 # The intent is embedded on every new user request: a contextual embedder (minilm) costs ~0.35 ms
@@ -108,21 +106,13 @@ class SelectionMemory:
     """Per session: the last selection, reused while the user's request and the tool set stay."""
 
     def __init__(self, max_sessions: int = 10_000) -> None:
-        self._items: OrderedDict[str, Remembered] = OrderedDict()
-        self._max = max_sessions
-        self._lock = threading.Lock()
+        self._items: LRU[str, Remembered] = LRU(max_sessions)
 
     def recall(self, session: str, request: str, toolset: str) -> Remembered | None:
-        with self._lock:
-            hit = self._items.get(session)
-            if hit is None or hit.request != request or hit.toolset != toolset:
-                return None
-            self._items.move_to_end(session)
-            return hit
+        hit = self._items.get(session)
+        if hit is None or hit.request != request or hit.toolset != toolset:
+            return None
+        return hit
 
     def remember(self, session: str, item: Remembered) -> None:
-        with self._lock:
-            self._items[session] = item
-            self._items.move_to_end(session)
-            while len(self._items) > self._max:
-                self._items.popitem(last=False)
+        self._items.put(session, item)
