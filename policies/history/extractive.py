@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..messages import Message, content_text
+from ..text.sentences import split_sentences as sentences_of
 
 Count = Callable[[str], int]
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[$€£#@*-])|\n+")
 _NUMBER = re.compile(r"\d")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9&'_-]*")
 _IDENTIFIER = re.compile(r"@\w|https?://|\w/\w|\b[a-z]+_[a-z0-9_]+\b|\b[a-z]+[A-Z]|\b[A-Z]{2,}\d*\b")
@@ -65,7 +65,8 @@ class Line:
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip(" \t-•*") for s in _SENTENCE_SPLIT.split(text) if s and s.strip(" \t-•*")]
+    """Sentences without list bullets."""
+    return [s.strip(" \t-•*") for s in sentences_of(text) if s.strip(" \t-•*")]
 
 
 def has_decision(sentence: str) -> bool:

@@ -99,7 +99,3 @@ async def apply_judge(assessment: Assessment, judge: LLMJudge, when: str, thresh
             assessment.judge_errors += 1
 
 
-def is_clean(assessment: Assessment) -> bool:
-    return all(c.verdict not in (CONTRADICTED, UNSUPPORTED) for c in assessment.checks)
-
-

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..base import Embedder, Store
-from ..text.claims import split_sentences
+from ..text.sentences import split_sentences
 from .kb_index import KnowledgeIndex, Passage
 
 COLLECTION = "kb"

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable, Mapping
 
+from .sentences import split_sentences
+
 # Words that are capitalised only because they start a sentence (or are pronouns and fillers).
 STOP = frozenset("""
 a about above actually after again against ah all also although always am an and another any anyway are
@@ -42,8 +44,6 @@ PRONOUN_SUBJECTS = ("it", "this", "that", "that one", "this one", "the movie", "
 
 _TOKEN = re.compile(r"\w+(?:['’\-.&]\w+)*|\d+(?:[.,]\d+)*")
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s*(million|billion|thousand|trillion|%|percent))?(?![\w])")
-_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\n+")
-_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Sr|Jr|Prof|Mt|vs|etc|e\.g|i\.e|No|Vol|Inc|Ltd|Co)|\b[A-Z])\.$")
 _CLAUSE_BREAK = re.compile(r";\s+|,\s+(?:but|whereas|while|although)\s+|\s+but\s+|,\s+and\s+(?=(?:he|she|it|they|this|that|[A-Z]))")
 _RELATIVE = re.compile(r",\s+(?:which|who)\s+")
 _TITLES = frozenset("Mr Mrs Ms Dr St Sr Jr Prof Mt Sir Gen Col Capt Lt Rev".split())
@@ -91,23 +91,6 @@ class Claim:
 
 
 # ----------------------------------------------------------------------------- splitting
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences; abbreviations ("Dr.", "J.K.") do not end one."""
-    pieces: list[str] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        candidate = text[start:match.start()].strip()
-        if candidate and _ABBREVIATION.search(candidate) and "\n" not in match.group():
-            continue
-        if candidate:
-            pieces.append(candidate)
-        start = match.end()
-    tail = text[start:].strip()
-    if tail:
-        pieces.append(tail)
-    return pieces
 
 
 def split_clauses(sentence: str) -> list[str]:

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Iterable
 
-from .model import Sentence, Statement, split_sentences
+from .model import Statement, split_sentences
 from .rules import RULES
-
-Rule = Callable[[Sentence], Iterable[Statement]]
 
 
 @lru_cache(maxsize=8192)

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from ..sentences import sentence_spans
 from .lexicon import RELATION
 
 Kind = Literal["preference", "fact", "value"]
@@ -38,14 +39,9 @@ class Statement:
     changes: bool  # the sentence announces a change ("actually", "instead", "now")
     substitutable: bool = True  # the literal can be swapped for a newer value (merge); not "budget hotels"
 
-    @property
-    def polarity(self) -> str:
-        return "neg" if self.negated else "pos"
-
 
 # ----------------------------------------------------------------------------- sentences
 
-_BOUNDARY = re.compile(r"(?<=[.!?;])\s+|\n+")
 _CLAUSE = re.compile(
     r",|;|:|—|–|\s-\s|\((?!\d)|\)|\b(?:but|and|although|though|whereas|while|so|because|since|yet|however|plus)\b", re.I
 )
@@ -195,18 +191,8 @@ class Sentence:
 
 
 def split_sentences(text: str) -> list[Sentence]:
-    sentences: list[Sentence] = []
-    pos = 0
-    for piece in [*_BOUNDARY.finditer(text), None]:
-        end = piece.start() if piece else len(text)
-        raw = text[pos:end]
-        lead = len(raw) - len(raw.lstrip())
-        body = raw.strip()
-        if body:
-            sentences.append(_sentence(body, pos + lead, len(sentences)))
-        if piece:
-            pos = piece.end()
-    return sentences
+    """The sentences of `text`, read; a ';' ends a statement too."""
+    return [_sentence(text[a:b], a, i) for i, (a, b) in enumerate(sentence_spans(text, semicolons=True))]
 
 
 def _sentence(body: str, start: int, index: int) -> Sentence:

@@ -1,0 +1,53 @@
+"""Where sentences end: the one splitter every reader of text uses (claims, statements,
+extractive summaries, the knowledge base, and the stream gate that releases whole sentences).
+
+A sentence ends at . ! ? or … (optionally followed by closing quotes or brackets) and white
+space, or at a line break. A full stop after a known abbreviation or a single capital ("Dr.",
+"J. K.", "e.g.") does not end one, unless a line break follows.
+"""
+
+from __future__ import annotations
+
+import re
+
+_END = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\n+")
+_END_WITH_SEMICOLON = re.compile(r"(?<=[.!?…;])[\"'”’)\]]*\s+|\n+")
+_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Sr|Jr|Prof|Mt|vs|etc|e\.g|i\.e|No|Vol|Inc|Ltd|Co)|\b[A-Z])\.$")
+_STREAM_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|\n+")
+
+
+def sentence_spans(text: str, *, semicolons: bool = False) -> list[tuple[int, int]]:
+    """(start, end) of each sentence, white space trimmed. `semicolons`: a ';' ends one too
+    (statement readers treat "I fly Monday; my budget is 200" as two statements)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in (_END_WITH_SEMICOLON if semicolons else _END).finditer(text):
+        end = match.start()
+        if "\n" not in match.group() and _ABBREVIATION.search(text, start, end):
+            continue
+        _add(spans, text, start, end)
+        start = match.end()
+    _add(spans, text, start, len(text))
+    return spans
+
+
+def split_sentences(text: str, *, semicolons: bool = False) -> list[str]:
+    return [text[a:b] for a, b in sentence_spans(text, semicolons=semicolons)]
+
+
+def last_sentence_end(text: str, start: int = 0) -> int:
+    """The index just after the last sentence end in text[start:] (`start` when there is none).
+    For streams: text up to there is whole sentences; an abbreviation's dot may end one early,
+    which only releases a piece sooner."""
+    end = start
+    for match in _STREAM_END.finditer(text, start):
+        end = match.end()
+    return end
+
+
+def _add(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
+    piece = text[start:end]
+    stripped = piece.strip()
+    if stripped:
+        lead = len(piece) - len(piece.lstrip())
+        spans.append((start + lead, start + lead + len(stripped)))
