@@ -1,6 +1,6 @@
 """The token budget: measure usage against the model's window, ask for compression, reject.
 
-Runs twice per request (DESIGN.md data flow): first, to set the pressure the compressing
+Runs twice per request (see the data flow in docs/ARCHITECTURE.md): first, to set the pressure the compressing
 policies act on (`compress` → bring usage to `target`; `aggressive` → their aggressive mode);
 last, to reject with `context_length_exceeded` if usage is still at or above `reject`.
 """

@@ -48,8 +48,8 @@ def group_exchanges(messages: Sequence[Message]) -> list[list[int]]:
 
     An assistant message with tool_calls and the tool messages answering it form one unit (so do
     a legacy `function_call` and the `function` message after it); every other message is a unit
-    of its own. Trimming and summarizing by units keeps every tool-call pair intact (DESIGN.md
-    invariant 1).
+    of its own. Trimming and summarizing by units keeps every tool-call pair intact
+    (docs/ARCHITECTURE.md, invariant 1).
     """
     units: list[list[int]] = []
     i = 0

@@ -31,7 +31,7 @@ def tokens() -> TiktokenCounter:
 
 
 def test_rf005_example_is_counted_offline_with_the_real_bpe(tokens):
-    # RF-005 scenario 17 says "12 tokens"; cl100k_base (gpt-4's real encoding) gives 11:
+    # The validation requirement's example says "12 tokens"; cl100k_base (gpt-4's real encoding) gives 11:
     # User| prefers| quality| hotels| near| E|iff|el| Tower| in| Paris
     import os
 

@@ -3,7 +3,7 @@
 The local detector compares statements slot by slot (policies/statements.py extracts them):
 two statements clash when they give one slot incompatible values; they are duplicates when they
 give it the same value in different messages. It is offline, deterministic and takes well under
-a millisecond once statements are extracted. The LLM judge (policies/clash_judge.py) produces
+a millisecond once statements are extracted. The LLM judge (judge.py) produces
 the same `Clash` records, so resolution does not care which detector found a clash.
 """
 

@@ -1,6 +1,5 @@
 """The `clash` policy: find statements in the conversation that contradict each other, and
-resolve them before the model reads them (RF-006 scenarios 16-20, RF-005 scenario 7,
-UC-SYS-003 alternate 7).
+resolve them before the model reads them (see docs/ARCHITECTURE.md, "Clash").
 
 Per request: the user messages' statements are extracted (cached per message text), a
 detector pairs the ones that clash (the local rule-based detector, or an LLM judge when

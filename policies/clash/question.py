@@ -59,7 +59,7 @@ def _quote(text: str, limit: int = 160) -> str:
 
 
 def question(c: Clash, texts: Texts) -> str:
-    """The clarifying question for one clash (RF-006 scenarios 18 and 19)."""
+    """The clarifying question for one clash."""
     first, second = option(c.older, texts), option(c.newer, texts)
     if c.simultaneous:
         return (

@@ -7,7 +7,7 @@
 - ask_user: the proxy asks; the user's reply picks the loser on the next turn. Clashes that are
   only in the history (the conversation moved on since) are settled as prefer_recent.
 - Statements that clash inside one message with nothing saying which came last cannot be
-  ordered: the proxy asks whatever the strategy (RF-006 scenario 19); in the history they stay.
+  ordered: the proxy asks whatever the strategy; in the history they stay.
 
 Clashes are settled oldest-newest first; a statement that already lost is not judged again, so
 "budget → luxury → budget" leaves the last "budget" live and both earlier ones superseded.

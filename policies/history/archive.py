@@ -4,7 +4,7 @@ Which tool results (content above `min_tokens`, text only):
 - always: results from earlier turns (before the current user message): the model has used them;
 - budget `compress`: also results of the current turn, those the model already answered first,
   until the request fits `ex.target_tokens`;
-- budget `aggressive`: every tool result whose stub is smaller than it (RF-005 scenario 14).
+- budget `aggressive`: every tool result whose stub is smaller than it.
 
 The forwarded tool message keeps its `tool_call_id` (pairs stay intact) and a one-line stub with
 the ref and a gist. Refs are deterministic (content + tool_call_id), so the next turn forwards the
@@ -25,16 +25,8 @@ from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
 from ..cache import LRU
 from ..messages import Message, content_text, last_user_index
 from .extractive import gist
-from .scratchpad import (
-    RECALL_TOOL,
-    STUB_PREFIX,
-    archive_ref,
-    ensure_recall_tool,
-    recall_recorder,
-    refs_in,
-    shared_scratchpad,
-    stub_text,
-)
+from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
+from .scratchpad import STUB_PREFIX, archive_ref, refs_in, shared_scratchpad, stub_text
 
 STUB_FLOOR_TOKENS = 80  # aggressive mode: results this small are cheaper kept than stubbed
 

@@ -1,6 +1,6 @@
 """The `history` policy: detect distraction (too much history) and compress it, cache-stably.
 
-Detection (RF-006 scenario 6): the history (messages after the system prompt) over `max_messages`
+Detection: the history (messages after the system prompt) over `max_messages`
 or `max_tokens` is a distraction, MEDIUM, or HIGH beyond twice a limit; it is reported as an
 action, a metric and a warning log.
 
@@ -9,7 +9,7 @@ Mitigation, while distracted or when the budget asks for compression (`ex.pressu
 2. summarize the oldest span into one summary message: the system prompt stays first and
    verbatim, the last `keep_recent` messages (and the current user message) stay verbatim,
    tool-call exchanges are summarized whole. Summaries are blocks cached by the hash of the span
-   they cover (summary_index.py): the next turn forwards the same system + summary prefix with no
+   they cover (blocks.py): the next turn forwards the same system + summary prefix with no
    summarizer call, until the verbatim tail outgrows its budget; then a new block is appended and
    the earlier ones stay as they were. Too many blocks are merged into one (`max_summaries`);
 3. under budget pressure: `compress` summarizes further until the request fits `ex.target_tokens`
@@ -33,7 +33,8 @@ from ..messages import Message, last_user_index, system_prefix_length
 from ..text.tokens import REPLY_PRIMING
 from .blocks import SummaryBlock, SummaryIndex, span_key
 from .layout import Body, Segment, assemble, layout_size, walk
-from .scratchpad import ensure_recall_tool, recall_recorder, refs_in, shared_scratchpad, span_ref
+from .recall import ensure_recall_tool, recall_recorder
+from .scratchpad import refs_in, shared_scratchpad, span_ref
 from .summarizer import Summarizer, SummaryResult, render_transcript
 from .timestamps import message_times
 

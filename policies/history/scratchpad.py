@@ -1,4 +1,4 @@
-"""The scratchpad: archived texts behind `ref=<id>` stubs, and the `context_recall` tool.
+"""The scratchpad: archived texts behind `ref=<id>` stubs (recall.py reads them back for the model).
 
 Writes land in memory at once (the request path never waits on disk) and are persisted to a Chroma
 collection (`scratchpad`, one per tenant) by a background task: Chroma commits cost tens of
@@ -11,7 +11,6 @@ the original with its next request, and it is archived again.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import re
@@ -19,9 +18,9 @@ import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Iterable
 
-from ..base import Exchange, ProxyTool, Services
+from ..base import Services
 from ..cache import stable_hash
 from ..messages import Message, content_text
 
@@ -29,28 +28,9 @@ log = logging.getLogger("ctxwarden.scratchpad")
 
 RECALL_TOOL_NAME = "context_recall"
 REF_RE = re.compile(r"ref=((?:ar|hs)_[A-Za-z0-9_-]{8,64})")
-VALID_REF = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 STUB_PREFIX = "[archived tool result ref="
 COLLECTION = "scratchpad"
 VECTOR_DIM = 64
-
-RECALL_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": RECALL_TOOL_NAME,
-        "description": (
-            "Fetch the full text of content archived out of this conversation to save context. "
-            "Archived tool results and summarized history show a reference as ref=<id>; pass that id."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {"ref": {"type": "string", "description": "The id after ref= in an archive stub or summary."}},
-            "required": ["ref"],
-            "additionalProperties": False,
-        },
-    },
-}
-
 
 def archive_ref(content: str, tool_call_id: str) -> str:
     """The ref of an archived tool result: stable for the same content and call."""
@@ -229,47 +209,6 @@ def _chroma_meta(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
 
 
-RecordFn = Callable[..., Any]
-
-
-def recall_handler(pad: Scratchpad, record: RecordFn) -> Callable[[Exchange, str], Awaitable[str]]:
-    async def handle(ex: Exchange, raw_arguments: str) -> str:
-        try:
-            args = json.loads(raw_arguments or "{}")
-        except ValueError:
-            args = {}
-        ref = str(args.get("ref", "")).strip() if isinstance(args, dict) else ""
-        if ref.startswith("ref="):
-            ref = ref[4:]
-        if not VALID_REF.match(ref):
-            record(ex, "recall_invalid", ref=ref[:100])
-            return f'error: {RECALL_TOOL_NAME} needs {{"ref": "<id>"}}, the id shown as ref=<id> in an archive stub or summary.'
-        text = await pad.get(ex.tenant, ref)
-        if text is None:
-            record(ex, "recall_unknown", ref=ref)
-            return f"error: nothing is archived under ref={ref} for this conversation's tenant (unknown or expired reference)."
-        record(ex, "recall", ref=ref, chars=len(text))
-        return text
-
-    return handle
-
-
-def ensure_recall_tool(ex: Exchange, pad: Scratchpad, record: RecordFn, rounds: int | None = None) -> bool:
-    """Offer `context_recall` when the forwarded context holds refs. False if the client owns the name."""
-    if RECALL_TOOL_NAME in ex.proxy_tools:
-        if rounds is not None:
-            ex.notes.proxy_tool_rounds = rounds
-        return True
-    client_names = {(t.get("function") or {}).get("name") for t in ex.tools or []}
-    if RECALL_TOOL_NAME in client_names:
-        record(ex, "recall_name_taken")
-        return False
-    ex.proxy_tools[RECALL_TOOL_NAME] = ProxyTool(RECALL_TOOL, recall_handler(pad, record), owner="archive")
-    if rounds is not None:
-        ex.notes.proxy_tool_rounds = rounds
-    return True
-
-
 def shared_scratchpad(services: Services, memory_entries: int = 2000) -> Scratchpad:
     """One scratchpad per pipeline, so history and archive read each other's refs. It lives in
     `services.shared`, which a policy's own copy of Services (its own embedder) keeps."""
@@ -277,13 +216,3 @@ def shared_scratchpad(services: Services, memory_entries: int = 2000) -> Scratch
     if pad is None:
         pad = services.shared["scratchpad"] = Scratchpad(services, memory_entries)
     return pad
-
-
-def recall_recorder(services: Services) -> RecordFn:
-    """Recall actions are the archive's (`archive.recall`), whichever policy offered the tool."""
-
-    def record(ex: Exchange, name: str, **detail: Any) -> None:
-        services.metrics.add("ctxwarden.policy.actions", 1, policy="archive", action=name)
-        ex.record("archive", name, **detail)
-
-    return record

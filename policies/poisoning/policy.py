@@ -214,7 +214,7 @@ class PoisoningPolicy(BasePolicy):
             self.record(ex, "judge_failed", claims=assessment.judge_errors)
 
     async def _report_scores(self, ex: Exchange, answer: Answer, assessment: Assessment) -> None:
-        """RF-005 scores for a whole answer: header x-ctxwarden-validation, metrics, ex.notes."""
+        """Quality scores for a whole answer: header x-ctxwarden-validation, metrics, ex.notes."""
         query_index = last_user_index(ex.messages)
         query = content_text(ex.messages[query_index]) if query_index >= 0 else ""
         vectors = await asyncio.to_thread(self.services.embedder.embed, [answer.text, query]) if query else [None, None]

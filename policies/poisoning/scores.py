@@ -1,4 +1,4 @@
-"""RF-005 validation scores for an answer: relevance, accuracy, freshness, completeness → quality.
+"""Validation scores for an answer: relevance, accuracy, freshness, completeness → quality.
 
 - relevance: cosine similarity of the answer and the user's last message (embeddings);
 - accuracy: 1.0 with no verifiable claim; else the share of decided claims the KB supports
@@ -40,7 +40,7 @@ class Scores:
 def accuracy(checks: Sequence[ClaimCheck]) -> float:
     decided = [c for c in checks if c.verdict in (SUPPORTED, CONTRADICTED, UNSUPPORTED)]
     if not decided:
-        return 1.0  # no verifiable claim (RF-005)
+        return 1.0  # no verifiable claim: nothing is wrong
     return sum(1.0 if c.verdict == SUPPORTED else 1.0 - c.confidence for c in decided) / len(decided)
 
 

@@ -1,4 +1,4 @@
-"""The poisoning rate over a sliding time window, and the alert when it is too high (RF-006 sc. 5)."""
+"""The poisoning rate over a sliding time window, and the alert when it is too high."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A claim is a sentence or an independent clause. What makes it checkable is a mention: a name
 (a capitalised span such as "Eiffel Tower" or "Hobo with a Shotgun", or a term the knowledge base
 knows, found case-insensitively), a number or a date. Greetings, questions and opinions without
-mentions are not checkable and always pass (RF-005: no verifiable claims → accuracy 1.0).
+mentions are not checkable and always pass (an answer with no verifiable claim scores accuracy 1.0).
 
 Everything here is pure string work (no model): a 200-word answer takes well under a millisecond.
 """

@@ -1,7 +1,7 @@
 """Token counting with tiktoken, offline, cached per message.
 
 tiktoken downloads its BPE files on first use; litellm ships cl100k_base and o200k_base, so we
-point tiktoken's cache at litellm's copy before the first `get_encoding` (DESIGN.md).
+point tiktoken's cache at litellm's copy before the first `get_encoding`, so counting works offline.
 """
 
 from __future__ import annotations

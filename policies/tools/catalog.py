@@ -3,7 +3,7 @@
 A definition is keyed by the hash of its JSON (`stable_hash`), so a renamed or re-described tool
 is a new entry and an unchanged one is never embedded again: not on the next request (memory),
 not after a restart (Chroma). Each tool is stored as 1 + n records, `<key>:0` for the whole
-definition and `<key>:i` for its segments (tool_text.py), with the tool key in the metadata.
+definition and `<key>:i` for its segments (text.py), with the tool key in the metadata.
 
 Synchronous and CPU/IO-bound: call it from a worker thread.
 """
@@ -23,7 +23,7 @@ from .text import ToolText
 
 log = logging.getLogger("ctxwarden.tools")
 
-CATALOG_VERSION = "v1"  # bump when tool_text.py changes what is embedded
+CATALOG_VERSION = "v1"  # bump when text.py changes what is embedded
 
 
 @dataclass(frozen=True)

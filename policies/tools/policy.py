@@ -1,4 +1,4 @@
-"""The `tools` policy: context confusion (RF-006 scenarios 11-15, ADR-050 tool loadout).
+"""The `tools` policy: context confusion from too many tools (a tool loadout per request).
 
 More than `max_tools` tools confuse a model. Then the request is forwarded with the `top_k` tools
 most relevant to its current intent (above `min_score`), plus the tools it must keep: the one

@@ -97,7 +97,7 @@ class ToolSetIndex:
     segments: np.ndarray | None  # (total segments, dim)
     segment_starts: np.ndarray | None  # first segment row of each tool (tools own contiguous rows)
     token_counts: dict[str, np.ndarray] = field(default_factory=dict)  # model → tokens per tool
-    facts: list[Any] = field(default_factory=list)  # the tools' ToolFacts (tool_facts.py), same order
+    facts: list[Any] = field(default_factory=list)  # the tools' ToolFacts (facts.py), same order
 
     @classmethod
     def build(cls, names: list[str | None], docs: Sequence[LexicalDoc],

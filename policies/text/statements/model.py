@@ -7,7 +7,7 @@ with incompatible values are a clash; different slots never clash, which is how 
 ("I also like parks"), scopes ("$200 per night" vs "$1,400 for the week") and plans ("I fly
 to London next week") stay compatible.
 
-Extraction is rule based (policies/statement_rules.py), a few hundred microseconds per message,
+Extraction is rule based (rules.py, person.py, values.py), a few hundred microseconds per message,
 and cached per message text, so a conversation that grows by one turn costs one extraction.
 """
 
