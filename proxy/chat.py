@@ -20,6 +20,7 @@ from ctxwarden.policies.messages import content_text
 from .errors import ProxyError, error_body
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
+from .proxy_tools import ProxyToolRounds
 from .streaming import sse
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
@@ -201,32 +202,21 @@ class ChatHandler:
             return self._stream(ex, response)
         return await self._complete(ex, response, span)
 
-    def _rounds(self, ex: Exchange) -> int:
-        """How many proxy-tool rounds one request may take (a policy may set it, e.g. archive)."""
-        return self.max_rounds if ex.notes.proxy_tool_rounds is None else ex.notes.proxy_tool_rounds
+    def _proxy_tool_rounds(self, ex: Exchange, stream: bool) -> ProxyToolRounds:
+        async def ask_again(body: dict[str, Any]) -> httpx.Response:
+            if uses_litellm(ex.model):  # the next round goes where the first went
+                from .upstream.providers import litellm_response
 
-    async def _next_round(self, ex: Exchange, extra: list[dict[str, Any]], stream: bool) -> httpx.Response:
-        ex.messages = [*ex.messages, *extra]
-        body = ex.outgoing_body()
-        result = await self.upstream.send("POST", "chat/completions", _encode(body), ex.notes.upstream_headers, stream=stream)
-        if result.response.status_code >= 400:
-            data, _ = await upstream_error(result.response)
-            detail = data["error"]
-            raise ProxyError(result.response.status_code, detail.get("code") or "upstream_error",
-                             detail.get("message") or "upstream error")
-        return result.response
+                return await litellm_response(body, stream)
+            result = await self.upstream.send("POST", "chat/completions", _encode(body), ex.notes.upstream_headers, stream=stream)
+            if result.response.status_code >= 400:
+                data, _ = await upstream_error(result.response)
+                detail = data["error"]
+                raise ProxyError(result.response.status_code, detail.get("code") or "upstream_error",
+                                 detail.get("message") or "upstream error")
+            return result.response
 
-    async def _answer_proxy_tools(self, ex: Exchange, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        answers = []
-        for call in calls:
-            tool = ex.proxy_tools[call["function"]["name"]]
-            try:
-                result = await tool.handler(ex, call["function"].get("arguments") or "{}")
-            except Exception as exc:  # a broken handler answers with an error text, never a crash
-                log.exception("proxy tool %s failed", tool.name)
-                result = f"error: {tool.name} failed ({type(exc).__name__})"
-            answers.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-        return answers
+        return ProxyToolRounds(ex, self.max_rounds, ask_again)
 
     async def _complete(self, ex: Exchange, response: httpx.Response, span: Any) -> Response:
         if not self.pipeline.response_policies and not ex.proxy_tools:
@@ -234,29 +224,8 @@ class ChatHandler:
             self._usage(ex, span, _usage_of(response.content))
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
         data = response.json()
-        usage_total: dict[str, int] = {}
-        rounds = 0
-        while True:
-            _add_usage(usage_total, data.get("usage"))
-            message = (data.get("choices") or [{}])[0].get("message") or {}
-            calls = message.get("tool_calls") or []
-            proxy_calls = [c for c in calls if c.get("function", {}).get("name") in ex.proxy_tools]
-            if not proxy_calls or len(proxy_calls) != len(calls) or rounds >= self._rounds(ex):
-                break
-            rounds += 1
-            answers = await self._answer_proxy_tools(ex, proxy_calls)
-            next_response = await self._next_round(ex, [_assistant_echo(message), *answers], stream=False)
-            data = next_response.json()
-        if proxy_calls:  # calls the proxy cannot answer in this round stay out of the client's answer
-            message["tool_calls"] = [c for c in calls if c not in proxy_calls] or None
-            if not message["tool_calls"]:
-                message.pop("tool_calls")
-                choice = (data.get("choices") or [{}])[0]
-                if choice.get("finish_reason") == "tool_calls":  # no call is left to announce
-                    choice["finish_reason"] = "stop"
-            ex.record("archive", "recall_dropped", calls=len(proxy_calls))
-        if rounds and usage_total:
-            data["usage"] = {**(data.get("usage") or {}), **usage_total}
+        if ex.proxy_tools:
+            data = await self._proxy_tool_rounds(ex, stream=False).settle(data)
         outcome = "ok"
         for choice in data.get("choices") or []:
             msg = choice.get("message") or {}
@@ -294,9 +263,7 @@ class ChatHandler:
         relay = StreamRelay(
             ex,
             validate=validate,
-            answer_tools=lambda calls: self._answer_proxy_tools(ex, calls),
-            next_round=lambda extra: self._next_round(ex, extra, stream=True),
-            max_rounds=self._rounds(ex),
+            tools=self._proxy_tool_rounds(ex, stream=True) if ex.proxy_tools else None,
             on_finish=finished,
         )
         body = relay.relay(response) if (validate or ex.proxy_tools) else relay.passthrough(response)
@@ -329,19 +296,6 @@ def _usage_of(content: bytes) -> dict[str, Any] | None:
 
 def _encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _assistant_echo(message: dict[str, Any]) -> dict[str, Any]:
-    keep = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
-    keep.setdefault("content", None)
-    return keep
-
-
-def _add_usage(total: dict[str, int], usage: Any) -> None:
-    if isinstance(usage, dict):
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            if isinstance(usage.get(key), int):
-                total[key] = total.get(key, 0) + usage[key]
 
 
 def relay_headers(response: httpx.Response) -> dict[str, str]:

@@ -15,9 +15,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxwarden.policies.budget import BudgetConfig
+from ctxwarden.policies.errors import CtxwardenError
 
 
-class ConfigError(ValueError):
+class ConfigError(CtxwardenError, ValueError):
     """A configuration problem, with every bad key listed by path."""
 
     def __init__(self, source: str, problems: list[str]) -> None:

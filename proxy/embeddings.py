@@ -10,11 +10,12 @@ import importlib.util
 import logging
 import os
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from ctxwarden.policies.cache import LRU
 
 from .config import EmbedderChoice
 
@@ -29,9 +30,7 @@ class CachedEmbedder:
     def __init__(self, name: str, dim: int, cache_size: int = 20_000) -> None:
         self.name = name
         self.dim = dim
-        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self._cache: LRU[bytes, np.ndarray] = LRU(cache_size)
 
     def _embed_uncached(self, texts: list[str]) -> list[list[float]]:
         raise NotImplementedError
@@ -40,23 +39,19 @@ class CachedEmbedder:
         keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
         out: list[np.ndarray | None] = [None] * len(texts)
         missing: dict[bytes, list[int]] = {}
-        with self._lock:
-            for i, key in enumerate(keys):
-                hit = self._cache.get(key)
-                if hit is None:
-                    missing.setdefault(key, []).append(i)
-                else:
-                    self._cache.move_to_end(key)
-                    out[i] = hit
+        for i, key in enumerate(keys):
+            hit = self._cache.get(key)
+            if hit is None:
+                missing.setdefault(key, []).append(i)
+            else:
+                out[i] = hit
         if missing:
             fresh = self._embed_uncached([texts[idx[0]] for idx in missing.values()])
-            with self._lock:
-                for (key, idxs), vec in zip(missing.items(), fresh):
-                    arr = self._cache[key] = np.asarray(vec, dtype=np.float32)
-                    for i in idxs:
-                        out[i] = arr
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+            for (key, idxs), vec in zip(missing.items(), fresh):
+                arr = np.asarray(vec, dtype=np.float32)
+                self._cache.put(key, arr)
+                for i in idxs:
+                    out[i] = arr
         return [v.tolist() for v in out]  # type: ignore[union-attr]
 
 

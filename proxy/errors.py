@@ -6,6 +6,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from ctxwarden.policies.errors import CtxwardenError
+
 
 def error_type_for(status: int) -> str:
     if status == 401:
@@ -25,7 +27,7 @@ def error_body(message: str, code: str, status: int = 400, param: str | None = N
     return {"error": {"message": message, "type": type or error_type_for(status), "code": code, "param": param}}
 
 
-class ProxyError(Exception):
+class ProxyError(CtxwardenError):
     """An error the client should see, with its HTTP status and OpenAI error code."""
 
     def __init__(

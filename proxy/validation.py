@@ -26,6 +26,15 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
 
 def check_chat_body(body: dict[str, Any]) -> None:
     """Raise ProxyError(400) naming the first problem (its `param` is the path, e.g. messages[2].role)."""
+    messages = _check_top_level(body)
+    _check_tools(body.get("tools"))
+    open_calls: set[str] = set()
+    for i, msg in enumerate(messages):
+        open_calls = _check_message(f"messages[{i}]", msg, open_calls)
+
+
+def _check_top_level(body: dict[str, Any]) -> list[Any]:
+    """`model`, `messages` and the boolean flags; returns the messages."""
     model = body.get("model")
     if model is None:
         raise invalid("Missing required parameter: 'model'.", "model")
@@ -41,54 +50,66 @@ def check_chat_body(body: dict[str, Any]) -> None:
     for key in ("stream", "parallel_tool_calls"):
         if key in body and body[key] is not None and not isinstance(body[key], bool):
             raise invalid(f"'{key}' must be a boolean, not {_kind(body[key])}.", key)
-    _check_tools(body.get("tools"))
-    open_calls: set[str] = set()
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(msg, dict):
-            raise invalid(f"{where} must be an object, not {_kind(msg)}.", where)
-        role = msg.get("role")
-        if role not in ROLES:
-            shown = "missing" if role is None else repr(role)
-            raise invalid(
-                f"{where}.role is {shown}; it must be one of {', '.join(sorted(ROLES))}.", f"{where}.role"
-            )
-        content = msg.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise invalid(f"{where}.content must be a string or an array of content parts, not {_kind(content)}.", f"{where}.content")
-        if isinstance(content, list):
-            for j, part in enumerate(content):
-                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                    raise invalid(f"{where}.content[{j}] must be an object with a string 'type'.", f"{where}.content[{j}]")
-        if role == "assistant":
-            calls = msg.get("tool_calls")
-            if calls is not None:
-                if not isinstance(calls, list):
-                    raise invalid(f"{where}.tool_calls must be an array.", f"{where}.tool_calls")
-                open_calls = set()
-                for j, call in enumerate(calls):
-                    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
-                        raise invalid(f"{where}.tool_calls[{j}] must be an object with a string 'id'.", f"{where}.tool_calls[{j}]")
-                    fn = call.get("function")
-                    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                        raise invalid(f"{where}.tool_calls[{j}].function must have a string 'name'.", f"{where}.tool_calls[{j}].function")
-                    open_calls.add(call["id"])
-            else:
-                open_calls = set()
-        elif role == "tool":
-            call_id = msg.get("tool_call_id")
-            if not isinstance(call_id, str):
-                raise invalid(f"{where} is a tool message without a string 'tool_call_id'.", f"{where}.tool_call_id")
-            if call_id not in open_calls:
-                raise invalid(
-                    f"{where} answers tool_call_id {call_id!r}, but the closest preceding assistant message "
-                    "has no tool call with that id.",
-                    f"{where}.tool_call_id",
-                )
-        elif role in ("user", "system", "developer"):
-            if content is None:
-                raise invalid(f"{where} ({role}) has no 'content'.", f"{where}.content")
-            open_calls = set()
+    return messages
+
+
+def _check_message(where: str, msg: Any, open_calls: set[str]) -> set[str]:
+    """Check one message; return the tool-call ids a following tool message may answer."""
+    if not isinstance(msg, dict):
+        raise invalid(f"{where} must be an object, not {_kind(msg)}.", where)
+    role = msg.get("role")
+    if role not in ROLES:
+        shown = "missing" if role is None else repr(role)
+        raise invalid(f"{where}.role is {shown}; it must be one of {', '.join(sorted(ROLES))}.", f"{where}.role")
+    content = msg.get("content")
+    _check_content(where, content)
+    if role == "assistant":
+        return _tool_call_ids(where, msg.get("tool_calls"))
+    if role == "tool":
+        _check_tool_answer(where, msg, open_calls)
+    elif role in ("user", "system", "developer"):
+        if content is None:
+            raise invalid(f"{where} ({role}) has no 'content'.", f"{where}.content")
+        return set()
+    return open_calls
+
+
+def _check_content(where: str, content: Any) -> None:
+    if content is not None and not isinstance(content, (str, list)):
+        raise invalid(f"{where}.content must be a string or an array of content parts, not {_kind(content)}.", f"{where}.content")
+    if isinstance(content, list):
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise invalid(f"{where}.content[{j}] must be an object with a string 'type'.", f"{where}.content[{j}]")
+
+
+def _tool_call_ids(where: str, calls: Any) -> set[str]:
+    """The ids of an assistant message's tool calls, each call checked."""
+    if calls is None:
+        return set()
+    if not isinstance(calls, list):
+        raise invalid(f"{where}.tool_calls must be an array.", f"{where}.tool_calls")
+    ids: set[str] = set()
+    for j, call in enumerate(calls):
+        if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+            raise invalid(f"{where}.tool_calls[{j}] must be an object with a string 'id'.", f"{where}.tool_calls[{j}]")
+        fn = call.get("function")
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise invalid(f"{where}.tool_calls[{j}].function must have a string 'name'.", f"{where}.tool_calls[{j}].function")
+        ids.add(call["id"])
+    return ids
+
+
+def _check_tool_answer(where: str, msg: dict[str, Any], open_calls: set[str]) -> None:
+    call_id = msg.get("tool_call_id")
+    if not isinstance(call_id, str):
+        raise invalid(f"{where} is a tool message without a string 'tool_call_id'.", f"{where}.tool_call_id")
+    if call_id not in open_calls:
+        raise invalid(
+            f"{where} answers tool_call_id {call_id!r}, but the closest preceding assistant message "
+            "has no tool call with that id.",
+            f"{where}.tool_call_id",
+        )
 
 
 def _check_tools(tools: Any) -> None:

@@ -63,3 +63,31 @@ async def test_provider_error_keeps_its_status(monkeypatch):
                                    stream=False)
     assert info.value.status == 429
     assert "slow down" in info.value.message
+
+
+async def test_a_proxy_tool_round_goes_to_the_same_provider_as_the_first(monkeypatch):
+    """After the proxy answers context_recall for an anthropic/… model, the next round must go
+    through litellm again, not to the OpenAI-compatible upstream."""
+    from ctxwarden.policies.base import Exchange
+    from ctxwarden.proxy import chat as chat_module
+    from ctxwarden.proxy.upstream import providers
+
+    sent: list[tuple[dict, bool]] = []
+
+    async def fake_litellm(body, stream):
+        sent.append((body, stream))
+        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
+
+    class NoOpenAIUpstream:
+        async def send(self, *args, **kwargs):
+            raise AssertionError("the OpenAI-compatible upstream must not be called for an anthropic/ model")
+
+    monkeypatch.setattr(providers, "litellm_response", fake_litellm)
+    handler = chat_module.ChatHandler.__new__(chat_module.ChatHandler)
+    handler.upstream, handler.max_rounds = NoOpenAIUpstream(), 3
+    ex = Exchange("r1", "anthropic/claude-3-5-sonnet-20240620", [{"role": "user", "content": "hi"}], None,
+                  {"model": "anthropic/claude-3-5-sonnet-20240620", "messages": []})
+    rounds = handler._proxy_tool_rounds(ex, stream=False)
+    response = await rounds.continue_with({"role": "assistant", "content": "looking it up"}, [])
+    assert response.json()["choices"][0]["message"]["content"] == "ok"
+    assert sent and sent[0][0]["model"] == "anthropic/claude-3-5-sonnet-20240620" and sent[0][1] is False

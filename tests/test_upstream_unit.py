@@ -8,7 +8,8 @@ import respx
 
 from ctxwarden.proxy.config import UpstreamConfig
 from ctxwarden.proxy.errors import ProxyError
-from ctxwarden.proxy.upstream.client import CircuitBreaker, Upstream, retry_after_seconds
+from ctxwarden.proxy.upstream.breaker import CircuitBreaker
+from ctxwarden.proxy.upstream.client import Upstream, retry_after_seconds
 
 BASE = "http://upstream.test/v1"
 

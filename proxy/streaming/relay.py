@@ -12,9 +12,7 @@ A stream the upstream cuts ends with an in-stream error event, never a hang.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -22,18 +20,16 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import httpx
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject
+from ctxwarden.policies.text.sentences import last_sentence_end
 
 from ..errors import ProxyError
+from ..proxy_tools import Calls, ProxyToolRounds
 from . import sse
 
 log = logging.getLogger("ctxwarden.streaming")
 
-# A sentence ends at . ! ? (with closing quotes/brackets) followed by white space, or at a newline.
-_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+|\n+")
 
 Validate = Callable[[Exchange, Answer], Awaitable[Any]]  # returns a Verdict or None
-NextRound = Callable[[list[dict[str, Any]]], Awaitable[httpx.Response]]  # extra messages → new stream
-AnswerTools = Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]]  # tool calls → tool messages
 
 
 @dataclass
@@ -55,16 +51,12 @@ class StreamRelay:
         self,
         ex: Exchange,
         validate: Validate | None,
-        answer_tools: AnswerTools | None,
-        next_round: NextRound | None,
-        max_rounds: int = 3,
+        tools: ProxyToolRounds | None = None,
         on_finish: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.ex = ex
         self.validate = validate
-        self.answer_tools = answer_tools
-        self.next_round = next_round
-        self.max_rounds = max_rounds
+        self.tools = tools  # the proxy-tool rounds, when the proxy added tools to this request
         self.on_finish = on_finish
         self.choices: dict[int, _ChoiceText] = {}
         self.held: list[_Held] = []
@@ -107,10 +99,11 @@ class StreamRelay:
     # ------------------------------------------------------------------ parsed modes
 
     async def relay(self, response: httpx.Response) -> AsyncIterator[bytes]:
-        rounds = 0
         try:
             while True:
-                calls, finish_events, round_ok = [], [], False
+                calls: Calls = []
+                finish_events: list[bytes] = []
+                round_ok = False
                 async for out in self._round(response, calls, finish_events):
                     if out is None:
                         round_ok = True
@@ -120,34 +113,40 @@ class StreamRelay:
                 if self.outcome != "ok":
                     return
                 if not round_ok:
-                    self.outcome = "cut"
-                    for out in self._release(final=True):
+                    for out in self._cut_short():
                         yield out
-                    yield sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")
                     return
-                proxy_calls = [c for c in calls if c["function"]["name"] in self.ex.proxy_tools]
-                if proxy_calls and len(proxy_calls) == len(calls) and rounds < self.max_rounds and self.next_round:
-                    rounds += 1
+                proxy_calls, client_calls = self.tools.split(calls) if self.tools else ([], calls)
+                if self.tools and self.tools.may_continue(proxy_calls, client_calls):
                     assistant = {"role": "assistant", "content": None, "tool_calls": calls}
-                    answers = await self.answer_tools(calls) if self.answer_tools else []
-                    response = await self.next_round([assistant, *answers])
+                    response = await self.tools.continue_with(assistant, proxy_calls)
                     self.held = [h for h in self.held if not h.tool_delta]  # drop the answered tool-call deltas
                     continue
-                if proxy_calls:
-                    self.ex.record("archive", "recall_dropped", calls=len(proxy_calls))
-                for out in self._flush_tool_calls(calls, proxy_calls):
+                for out in self._end(proxy_calls, client_calls, finish_events):
                     yield out
-                only_dropped = bool(proxy_calls) and len(proxy_calls) == len(calls)
-                for out in finish_events:
-                    yield _finish_as_stop(out) if only_dropped else out
-                yield sse.DONE
                 return
         except (ProxyError, httpx.HTTPError) as exc:
             yield self._cut(exc)
         finally:
             await self._close(response)
 
-    async def _round(self, response: httpx.Response, calls: list, finish_events: list) -> AsyncIterator[bytes | None]:
+    def _cut_short(self) -> list[bytes]:
+        """The upstream ended a round before [DONE]: what was validated, then an error event."""
+        self.outcome = "cut"
+        return [*self._release(final=True),
+                sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")]
+
+    def _end(self, proxy_calls: Calls, client_calls: Calls, finish_events: list[bytes]) -> list[bytes]:
+        """The last round is settled: the client's tool calls, the finish chunks, [DONE]."""
+        if proxy_calls and self.tools:
+            self.tools.report_dropped(proxy_calls)
+        out = self._flush_tool_calls(proxy_calls, client_calls)
+        only_dropped = bool(proxy_calls) and not client_calls
+        out += [_finish_as_stop(event) if only_dropped else event for event in finish_events]
+        out.append(sse.DONE)
+        return out
+
+    async def _round(self, response: httpx.Response, calls: Calls, finish_events: list[bytes]) -> AsyncIterator[bytes | None]:
         """One upstream stream. Yields bytes for the client; yields None once [DONE] arrived."""
         splitter = sse.EventSplitter()
         tool_deltas: dict[int, dict[str, Any]] = {}
@@ -156,8 +155,7 @@ class StreamRelay:
                 self.first_chunk_at = time.perf_counter()
             for event in splitter.feed(chunk):
                 if event.is_done:
-                    await_blocks = await self._validate_pending(final=True)
-                    for out in await_blocks:
+                    for out in await self._validate_pending(final=True):
                         yield out
                     if self.outcome != "ok":
                         return
@@ -166,50 +164,54 @@ class StreamRelay:
                     calls.extend(_assemble(tool_deltas))
                     yield None
                     return
-                obj = event.json()
-                if not isinstance(obj, dict) or "choices" not in obj:
-                    yield event.raw  # keep-alives, comments, errors: relay as they are
-                    continue
-                self.template = {k: obj[k] for k in ("id", "object", "created", "model", "system_fingerprint") if k in obj}
-                if obj.get("usage"):
-                    self._add_usage(obj["usage"])
-                    if not obj["choices"]:
-                        finish_events.append(sse.encode({**obj, "usage": self.usage}))
-                        continue
-                ends: dict[int, int] = {}
-                has_tool_delta = False
-                is_finish = False
-                for choice in obj["choices"]:
-                    idx = choice.get("index", 0)
-                    delta = choice.get("delta") or {}
-                    if delta.get("tool_calls") and self.ex.proxy_tools:
-                        has_tool_delta = True
-                        for tc in delta["tool_calls"]:
-                            slot = tool_deltas.setdefault(tc.get("index", 0), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-                            slot["id"] = tc.get("id") or slot["id"]
-                            fn = tc.get("function") or {}
-                            slot["function"]["name"] += fn.get("name") or ""
-                            slot["function"]["arguments"] += fn.get("arguments") or ""
-                    if choice.get("finish_reason"):
-                        is_finish = True
-                    text = delta.get("content")
-                    if text and self.validate:
-                        state = self.choices.setdefault(idx, _ChoiceText())
-                        state.text += text
-                        ends[idx] = len(state.text)
-                if has_tool_delta:
-                    self.held.append(_Held(event.raw, tool_delta=True))  # tool-call chunks wait for the round's end
-                    continue
-                if is_finish and not ends and (self.ex.proxy_tools or self.validate):
-                    finish_events.append(event.raw)  # the finish chunk goes out after the round is settled
-                    continue
-                self.held.append(_Held(event.raw, ends))
-                for out in await self._validate_pending(final=False):
+                for out in await self._take(event, tool_deltas, finish_events):
                     yield out
                 if self.outcome != "ok":
                     return
-                for out in self._release(final=False):
-                    yield out
+
+    async def _take(self, event: sse.Event, tool_deltas: dict[int, dict[str, Any]], finish_events: list[bytes]) -> list[bytes]:
+        """One event of a round: hold it, validate what it completes, return what may go out now."""
+        obj = event.json()
+        if not isinstance(obj, dict) or "choices" not in obj:
+            return [event.raw]  # keep-alives, comments, errors: relay as they are
+        self.template = {k: obj[k] for k in ("id", "object", "created", "model", "system_fingerprint") if k in obj}
+        if obj.get("usage"):
+            self._add_usage(obj["usage"])
+            if not obj["choices"]:
+                finish_events.append(sse.encode({**obj, "usage": self.usage}))
+                return []
+        ends, has_tool_delta, is_finish = self._read_choices(obj["choices"], tool_deltas)
+        if has_tool_delta:
+            self.held.append(_Held(event.raw, tool_delta=True))  # tool-call chunks wait for the round's end
+            return []
+        if is_finish and not ends and (self.ex.proxy_tools or self.validate):
+            finish_events.append(event.raw)  # the finish chunk goes out after the round is settled
+            return []
+        self.held.append(_Held(event.raw, ends))
+        out = await self._validate_pending(final=False)
+        if self.outcome != "ok":
+            return out
+        return out + self._release(final=False)
+
+    def _read_choices(self, choices: list[dict[str, Any]], tool_deltas: dict[int, dict[str, Any]]) -> tuple[dict[int, int], bool, bool]:
+        """Add a chunk's text and tool-call deltas to the round: (text ends per choice, had tool deltas, finishes)."""
+        ends: dict[int, int] = {}
+        has_tool_delta = False
+        is_finish = False
+        for choice in choices:
+            delta = choice.get("delta") or {}
+            if delta.get("tool_calls") and self.ex.proxy_tools:
+                has_tool_delta = True
+                _add_tool_deltas(tool_deltas, delta["tool_calls"])
+            if choice.get("finish_reason"):
+                is_finish = True
+            text = delta.get("content")
+            if text and self.validate:
+                idx = choice.get("index", 0)
+                state = self.choices.setdefault(idx, _ChoiceText())
+                state.text += text
+                ends[idx] = len(state.text)
+        return ends, has_tool_delta, is_finish
 
     def _add_usage(self, usage: dict[str, Any]) -> None:
         for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
@@ -225,7 +227,7 @@ class StreamRelay:
         for idx, state in self.choices.items():
             if state.validated >= len(state.text):
                 continue
-            end = len(state.text) if final else _last_sentence_end(state.text, state.validated)
+            end = len(state.text) if final else last_sentence_end(state.text, state.validated)
             if end <= state.validated:
                 continue
             piece = state.text[state.validated:end]
@@ -278,7 +280,7 @@ class StreamRelay:
         base["object"] = "chat.completion.chunk"
         return {**base, "choices": [{"index": idx, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
 
-    def _flush_tool_calls(self, calls: list[dict[str, Any]], proxy_calls: list[dict[str, Any]]) -> list[bytes]:
+    def _flush_tool_calls(self, proxy_calls: Calls, client_calls: Calls) -> list[bytes]:
         """Release held tool-call deltas; calls the proxy cannot answer now are left out."""
         held_tools = [h for h in self.held if h.tool_delta]
         self.held = [h for h in self.held if not h.tool_delta]
@@ -287,11 +289,10 @@ class StreamRelay:
             return out
         if not proxy_calls:
             return out + [h.raw for h in held_tools]
-        kept = [c for c in calls if c not in proxy_calls]
-        if not kept:
+        if not client_calls:
             return out
         out.append(sse.encode(self._chunk(0, {"tool_calls": [
-            {"index": i, "id": c["id"], "type": "function", "function": c["function"]} for i, c in enumerate(kept)
+            {"index": i, "id": c["id"], "type": "function", "function": c["function"]} for i, c in enumerate(client_calls)
         ]})))
         return out
 
@@ -308,20 +309,15 @@ def _finish_as_stop(raw: bytes) -> bytes:
     return sse.encode(obj)
 
 
-def _assemble(tool_deltas: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def _add_tool_deltas(tool_deltas: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
+    """Append streamed tool-call pieces to the calls they belong to (by their index)."""
+    for tc in deltas:
+        slot = tool_deltas.setdefault(tc.get("index", 0), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+        slot["id"] = tc.get("id") or slot["id"]
+        fn = tc.get("function") or {}
+        slot["function"]["name"] += fn.get("name") or ""
+        slot["function"]["arguments"] += fn.get("arguments") or ""
+
+
+def _assemble(tool_deltas: dict[int, dict[str, Any]]) -> Calls:
     return [tool_deltas[i] for i in sorted(tool_deltas)]
-
-
-def _last_sentence_end(text: str, start: int) -> int:
-    end = start
-    for match in _SENTENCE_END.finditer(text, start):
-        end = match.end()
-    return end
-
-
-def parse_arguments(raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

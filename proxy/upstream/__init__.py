@@ -1,1 +1,1 @@
-"""Upstream: the pooled HTTP client with retries and circuit breaker, and litellm for other providers."""
+"""Upstream: the pooled HTTP client (client), its circuit breaker (breaker), litellm for other providers (providers)."""

@@ -1,4 +1,4 @@
-"""The upstream client: one pooled httpx.AsyncClient, retries with backoff, a circuit breaker.
+"""The upstream client: one pooled httpx.AsyncClient, retries with backoff, behind the circuit breaker.
 
 OpenAI-compatible upstreams get the body bytes as they are; nothing is re-encoded here.
 Retries cover connect errors, 429 and 502-504 (retry-after honoured), and happen only before a
@@ -19,11 +19,12 @@ import httpx
 
 from ..config import UpstreamConfig
 from ..errors import ProxyError
+from .breaker import CircuitBreaker
 
 log = logging.getLogger("ctxwarden.upstream")
 
 RETRY_STATUSES = {429, 502, 503, 504}
-BREAKER_STATUSES = {500, 502, 503, 504}
+BREAKER_STATUSES = {500, 502, 503, 504}  # answers that count as a failure for the breaker
 MAX_RETRY_AFTER_S = 20.0  # longer waits are relayed to the client instead of slept through
 
 # Request headers never forwarded upstream: hop-by-hop, framing, and our own hints.
@@ -33,50 +34,6 @@ _DROP_REQUEST = {
 }
 # Response headers never relayed: hop-by-hop and framing (the body may be re-encoded).
 DROP_RESPONSE = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "server", "date"}
-
-
-class CircuitBreaker:
-    """closed → open after `threshold` consecutive failures → half-open after `cooldown_s`."""
-
-    def __init__(self, threshold: int, cooldown_s: float, clock=time.monotonic) -> None:
-        self.threshold = threshold
-        self.cooldown_s = cooldown_s
-        self.clock = clock
-        self.failures = 0
-        self.opened_at: float | None = None
-        self._trial_running = False
-
-    @property
-    def state(self) -> str:
-        if self.opened_at is None:
-            return "closed"
-        return "half_open" if self.clock() - self.opened_at >= self.cooldown_s else "open"
-
-    def before_call(self) -> None:
-        state = self.state
-        if state == "open" or (state == "half_open" and self._trial_running):
-            wait = max(0.0, self.cooldown_s - (self.clock() - (self.opened_at or 0)))
-            raise ProxyError(
-                503,
-                "upstream_unavailable",
-                f"The upstream failed {self.failures} times in a row; ctxwarden's circuit breaker is open "
-                f"and fails fast for {wait:.0f} more seconds before trying again.",
-                headers={"retry-after": str(max(1, round(wait)))},
-            )
-        if state == "half_open":
-            self._trial_running = True
-
-    def success(self) -> None:
-        self.failures = 0
-        self.opened_at = None
-        self._trial_running = False
-
-    def failure(self) -> None:
-        self.failures += 1
-        self._trial_running = False
-        if self.opened_at is not None or self.failures >= self.threshold:
-            self.opened_at = self.clock()
-            log.warning("circuit breaker open after %d consecutive upstream failures", self.failures)
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
