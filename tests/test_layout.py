@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import importlib
 import itertools
 import os
 import re
@@ -1040,3 +1041,24 @@ def test_wheel_installs_everything_as_ctxwarden(tmp_path):
     checked = run([executable(venv_dir, "ctxwarden"), "check-config", check_file], cwd=cwd, env=env)
     assert checked.returncode == 0, f"ctxwarden check-config failed:\n{checked.stdout}{checked.stderr}"
     assert "OK" in checked.stdout and all(name in checked.stdout for name in BUILTIN_POLICIES), checked.stdout
+
+
+def test_every_error_class_has_the_one_root():
+    """Callers catch ctxwarden's own errors with one except clause."""
+    from ctxwarden.policies.errors import CtxwardenError
+
+    found = []
+    for path in [*walk_py(ROOT / "policies"), *walk_py(ROOT / "proxy")]:
+        for node in ast.walk(parse(path)):
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(b, ast.Name) and (b.id.endswith(("Error", "Exception")) or b.id == "CtxwardenError")
+                    for b in node.bases):
+                found.append((path, node.name))
+    assert len(found) >= 6
+    loose = []
+    for path, name in found:
+        module = "ctxwarden." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        cls = getattr(importlib.import_module(module), name)
+        if not issubclass(cls, CtxwardenError):
+            loose.append(f"{rel(path, ROOT)}:{name}")
+    assert not loose, "error classes outside CtxwardenError: " + ", ".join(loose)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..base import Exchange, Services
 from ..cache import LRU, stable_hash
+from ..errors import CtxwardenError
 from ..text.statements.model import Sentence, Statement, split_sentences
 from .detect import CLASH_TYPES, DUPLICATE_FACTS, Clash, Located, make_clash, text_keys
 from .question import Texts
@@ -39,7 +40,7 @@ Answer with JSON only: {"clashes": [{"older": "S1", "newer": "S4", "type": "CONT
 _KINDS = {"CONTRADICTORY_PREFERENCES": "preference", "CONFLICTING_FACTS": "fact"}
 
 
-class JudgeError(RuntimeError):
+class JudgeError(CtxwardenError, RuntimeError):
     """The judge could not be asked or its answer could not be read."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..base import Embedder, Store
+from ..errors import CtxwardenError
 from ..text.sentences import split_sentences
 from .kb_index import KnowledgeIndex, Passage
 
@@ -26,7 +27,7 @@ MAX_ID_LENGTH = 200
 _RESERVED = ("doc_id", "part", "parts", "doc_text")
 
 
-class DocumentError(ValueError):
+class DocumentError(CtxwardenError, ValueError):
     """A document that cannot be stored; the message says which and why."""
 
 
