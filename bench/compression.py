@@ -37,9 +37,7 @@ from ctxwarden.policies.history.scratchpad import Scratchpad  # noqa: E402
 from ctxwarden.policies.messages import content_text  # noqa: E402
 from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
 
-DATA = Path("/work/shared/data/metatool")
-if not DATA.exists():
-    DATA = ROOT.parent / "shared" / "data" / "metatool"
+DATA = Path(__file__).resolve().parent / "data" / "metatool"
 
 FIRST = ["Priya", "Mateo", "Aiko", "Jonas", "Fatima", "Liam", "Chen", "Olga", "Kwame", "Sofia", "Rahul", "Ingrid"]
 LAST = ["Raman", "Fernandez", "Tanaka", "Becker", "Haddad", "O'Neill", "Wei", "Petrova", "Mensah", "Rossi", "Iyer", "Lund"]

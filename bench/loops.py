@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/loops.py [--runs 2000] [--seed 7]
 
-1. False positives: agent runs built from MetaTool queries and tools (shared/data/metatool):
+1. False positives: agent runs built from MetaTool queries and tools (bench/data/metatool):
    several user turns, each a multi-step run mixing varied calls, retries after errors that then
    succeed, offset and cursor pagination, polling that makes progress, parallel calls, searches
    with different queries that all come back empty, and search → open alternations with varied
@@ -38,7 +38,7 @@ from ctxwarden.policies.base import Exchange, Services  # noqa: E402
 from ctxwarden.policies.loops.detect import call_key, find_loop, turn_start  # noqa: E402
 from ctxwarden.policies.loops.policy import LoopsConfig, LoopsPolicy  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
+DATA = Path(__file__).resolve().parent / "data" / "metatool"
 Call = tuple[str, dict[str, Any], str]  # (tool, arguments, result)
 
 

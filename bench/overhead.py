@@ -16,9 +16,12 @@ import json
 import random
 import statistics
 import time
+from pathlib import Path
 
 import httpx
-from _harness import ROOT, pct, start_fake, start_proxy, summary
+from _harness import pct, start_fake, start_proxy, summary
+
+TOOLS = Path(__file__).resolve().parent / "data" / "metatool" / "tools.json"
 
 POLICIES_OFF = {"budget": {"enabled": False},
                 "policies": {p: {"enabled": False} for p in ("loops", "poisoning", "clash", "history", "archive", "tools")}}
@@ -28,7 +31,7 @@ SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "What is th
 def agent_request(seed: int = 7) -> dict:
     """40 messages (system, user, 19 tool-call rounds), 50 tools from MetaTool, ~12k tokens."""
     rng = random.Random(seed)
-    catalog = json.loads((ROOT.parent / "shared/data/metatool/tools.json").read_text())
+    catalog = json.loads(TOOLS.read_text())
     names = rng.sample(sorted(catalog), 50)
     tools = [{"type": "function", "function": {
         "name": n, "description": catalog[n][:300],

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/poisoning.py [--rows N] [--dev N] [--server-rows N] [--latency-answers N]
 
-1. Every row's knowledge of ../shared/data/halueval-dialogue-dev.jsonl goes into one knowledge
+1. Every row's knowledge of bench/data/halueval-dialogue-dev.jsonl goes into one knowledge
    base (Chroma in a temp dir, wordllama vectors). Each row's right and hallucinated responses
    are judged as answers by the policy's on_response (the row's dialogue as the conversation),
    once per mode (`grounding: off`, the default, and `grounding: covered_subjects`), with the
@@ -46,7 +46,7 @@ from ctxwarden.proxy.config import StorageConfig  # noqa: E402
 from ctxwarden.proxy.embeddings import WordLlamaEmbedder  # noqa: E402
 from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "halueval-dialogue-dev.jsonl"
+DATA = Path(__file__).resolve().parent / "data" / "halueval-dialogue-dev.jsonl"
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -305,7 +305,7 @@ async def latency(rows: list[dict], answers: int, kb_size: int = 10_000) -> None
                 checks.append((time.perf_counter() - started) * 1000)
                 ex = exchange(n, conversation)
                 started = time.perf_counter()
-                verdict = await policy.on_response(ex, Answer(text=text))  # + thread hop, decision, quarantine write, RF-005 scores
+                verdict = await policy.on_response(ex, Answer(text=text))  # + thread hop, decision, quarantine write, quality scores
                 hooks.append((time.perf_counter() - started) * 1000)
                 flagged += verdict is not None
             print(f"grounding {mode}: 200-word answers ({answers}, {flagged} blocked or quarantined), local checker:")

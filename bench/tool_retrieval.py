@@ -3,7 +3,7 @@
     .venv/bin/python bench/tool_retrieval.py [--queries 2000] [--split report|tune]
                                              [--embedders wordllama,minilm,minilm+wordllama] [--grid]
 
-Workload (shared/data/metatool): each query becomes a chat request carrying 120 tools, the right
+Workload (bench/data/metatool): each query becomes a chat request carrying 120 tools, the right
 one(s) plus others drawn at random from the 199 (seeded), every tool an OpenAI function
 definition with one `query` parameter. The request goes through ToolsPolicy.on_request (top_k 5,
 max_tools 30, default weights) exactly as the proxy calls it, with a real Chroma store and token
@@ -47,7 +47,7 @@ from ctxwarden.proxy.config import EmbeddingsConfig, StorageConfig  # noqa: E402
 from ctxwarden.proxy.embeddings import build_embedder  # noqa: E402
 from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
+DATA = Path(__file__).resolve().parent / "data" / "metatool"
 CANDIDATES = 120
 TOP_K = 5
 TUNE_SIZE = 1500

@@ -183,6 +183,12 @@ class Exchange:
             self.original_tools = self.tools
 
     @property
+    def session_key(self) -> tuple[str | None, str]:
+        """The key of per-session state: the session within its tenant, so two tenants that send
+        the same session id never share state."""
+        return (self.tenant, self.session_id)
+
+    @property
     def changed(self) -> bool:
         """True once a policy replaced the messages or tools (the body must be re-encoded)."""
         return self.messages is not self.original_messages or self.tools is not self.original_tools

@@ -32,8 +32,9 @@ def make_policy(**cfg: Any) -> tuple[LoopsPolicy, RecordingMetrics]:
     return LoopsPolicy(LoopsConfig(**cfg), Services(tokens=None, metrics=metrics)), metrics  # type: ignore[arg-type]
 
 
-def exchange(messages: list[dict], session: str = "s1") -> Exchange:
-    return Exchange(request_id="r", model="m", messages=messages, tools=None, body={"messages": messages}, session_id=session)
+def exchange(messages: list[dict], session: str = "s1", tenant: str | None = None) -> Exchange:
+    return Exchange(request_id="r", model="m", messages=messages, tools=None, body={"messages": messages},
+                    session_id=session, tenant=tenant)
 
 
 def run(coro):
@@ -147,6 +148,20 @@ def test_retries_exhausted_answers_with_the_error_state_and_success_resets():
     run(policy.on_complete(trial, "ok"))
     refused(policy, msgs, "s1")
     assert run(policy.on_request(exchange(msgs, "s1"))) is None
+
+
+def test_two_tenants_sending_the_same_session_id_do_not_share_a_counter():
+    policy, _ = make_policy(max_retries=2)
+    msgs = convo(C())
+    for _ in range(2):
+        ex = exchange(msgs, "same-session", tenant="acme")
+        assert run(policy.on_request(ex)) is None
+        ex.record("budget", "reject")
+        ex.notes.verdict_by = "budget"
+        run(policy.on_complete(ex, "rejected"))
+    assert isinstance(run(policy.on_request(exchange(msgs, "same-session", tenant="acme"))), Respond)
+    assert run(policy.on_request(exchange(msgs, "same-session", tenant="acme-eu"))) is None
+    assert run(policy.on_request(exchange(msgs, "same-session"))) is None
 
 
 def test_a_failed_trial_in_a_new_turn_reopens_the_breaker():

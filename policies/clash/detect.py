@@ -1,6 +1,6 @@
 """Clash detection: which statements in a conversation contradict each other.
 
-The local detector compares statements slot by slot (policies/statements.py extracts them):
+The local detector compares statements slot by slot (text/statements extracts them):
 two statements clash when they give one slot incompatible values; they are duplicates when they
 give it the same value in different messages. It is offline, deterministic and takes well under
 a millisecond once statements are extracted. The LLM judge (judge.py) produces

@@ -70,7 +70,7 @@ class ClashPolicy(BasePolicy):
 
     def __init__(self, config: ClashConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory: LRU[str, SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
+        self.memory: LRU[tuple[str | None, str], SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
         self.judge = Judge(config.judge_model, services, config.judge_timeout_s) if config.judge_model else None
         self._statements: LRU[str, tuple[Statement, ...]] = LRU(max(1, config.cache_size))  # per text hash
         self.stats: Counter[str] = Counter()
@@ -81,7 +81,7 @@ class ClashPolicy(BasePolicy):
         texts = user_texts(ex.messages)
         if len(texts) < 1:
             return None
-        state = self.memory.get_or_create(ex.session_id, SessionState)
+        state = self.memory.get_or_create(ex.session_key, SessionState)
         found = await self._locate(texts)
         clashes = await self._detect(ex, texts, found, state)
         if not clashes:

@@ -2,7 +2,7 @@
 
 - prefer_recent: the older statement loses (superseded).
 - merge: the older statement loses, and is rewritten with the newer value when that keeps
-  something worth keeping (clash_edit decides; otherwise it is superseded as prefer_recent).
+  something worth keeping (edit.py decides; otherwise it is superseded as prefer_recent).
 - keep_existing: the newer statement loses (marked as not applied).
 - ask_user: the proxy asks; the user's reply picks the loser on the next turn. Clashes that are
   only in the history (the conversation moved on since) are settled as prefer_recent.

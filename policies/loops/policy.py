@@ -1,7 +1,7 @@
 """The `loops` policy: stop agents that repeat themselves, and sessions that keep being refused.
 
 On the way in it looks at the current turn (everything after the last user message) for a
-repeated tool call, a repeated cycle of calls, or too many tool-call rounds (policies/cycle_detect.py).
+repeated tool call, a repeated cycle of calls, or too many tool-call rounds (detect.py).
 `action: stop` answers the client from the proxy; `action: inject` forwards the request with a
 system note, and stops the loop if it continues after the note.
 
@@ -60,7 +60,7 @@ class LoopsPolicy(BasePolicy):
 
     def __init__(self, config: LoopsConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory: LRU[str, SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
+        self.memory: LRU[tuple[str | None, str], SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
 
     # ------------------------------------------------------------------ request
 
@@ -93,7 +93,7 @@ class LoopsPolicy(BasePolicy):
         return self._inject_or_stop(ex, loop, turn)
 
     def _inject_or_stop(self, ex: Exchange, loop: Loop, turn: str) -> Verdict | None:
-        state = self.memory.get_or_create(ex.session_id, SessionState)
+        state = self.memory.get_or_create(ex.session_key, SessionState)
         key = stable_hash([turn, loop.signature])
         noted_at = state.notes.get(key)
         if noted_at is not None and loop.tool_rounds > noted_at:
@@ -125,7 +125,7 @@ class LoopsPolicy(BasePolicy):
 
     def _retries_exhausted(self, ex: Exchange, turn: str) -> Respond | None:
         limit = self.config.max_retries
-        state = self.memory.get(ex.session_id) if limit else None
+        state = self.memory.get(ex.session_key) if limit else None
         if state is None or state.failures < limit or state.failed_turn != turn:
             return None  # closed, or a new turn: one trial goes through
         self.services.metrics.add("ctxwarden.loops.retries_exhausted", 1)
@@ -141,7 +141,7 @@ class LoopsPolicy(BasePolicy):
         if not self.config.max_retries:
             return
         if outcome == "ok":
-            state = self.memory.get(ex.session_id)
+            state = self.memory.get(ex.session_key)
             if state is not None and state.failures:
                 log.info("session %s succeeded after %d refused attempts; retry counter reset", ex.session_id, state.failures)
                 state.reset_failures()
@@ -151,7 +151,7 @@ class LoopsPolicy(BasePolicy):
         reason = self._refusal(ex, outcome)
         if reason is None:
             return  # an upstream or transport error, not a policy's refusal: the client's retry is legitimate
-        state = self.memory.get_or_create(ex.session_id, SessionState)
+        state = self.memory.get_or_create(ex.session_key, SessionState)
         state.failures += 1
         state.failure_reasons = [*state.failure_reasons, reason][-MAX_REASONS:]
         state.failed_turn = turn_key(ex.original_messages)
