@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import time
@@ -23,6 +24,8 @@ from _harness import pct, start_fake, start_proxy, summary
 
 TOOLS = Path(__file__).resolve().parent / "data" / "metatool" / "tools.json"
 
+ADMIN_KEY = "bench-admin-key"
+os.environ["CTXWARDEN_ADMIN_KEY"] = ADMIN_KEY  # the proxies started below inherit it (KB loading)
 POLICIES_OFF = {"budget": {"enabled": False},
                 "policies": {p: {"enabled": False} for p in ("loops", "poisoning", "clash", "history", "archive", "tools")}}
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "What is the capital of France?"}]}
@@ -109,6 +112,16 @@ def stream_timing(fake: str, url: str, chunk_delay_s: float = 0.02) -> tuple[flo
     return first, gaps
 
 
+def report_stream_flow(fake: str, proxy: str, setup: str, runs: int = 20) -> None:
+    """First content of a one-sentence answer with nothing checkable (10 chunks, 20 ms apart): with
+    poisoning on, it must flow as it arrives, not wait for the sentence's end (~200 ms)."""
+    direct = [stream_timing(fake, fake)[0] for _ in range(runs)]
+    proxied = [stream_timing(fake, proxy)[0] for _ in range(runs)]
+    print(f"\n[streaming, {setup}: time to first content ms, {runs} runs]")
+    print(f"  direct {statistics.median(direct):.1f}, proxy {statistics.median(proxied):.1f}, "
+          f"added {statistics.median(proxied) - statistics.median(direct):.1f} (the whole sentence takes ~200 ms)")
+
+
 def report_latency(title: str, times: dict[str, list[float]]) -> None:
     d, p = times["direct"], times["proxy"]
     paired = [b - a for a, b in zip(d, p)]
@@ -165,6 +178,10 @@ def main() -> None:
         print(f"  agent request actions: {actions}")
         report_latency("b: default policies, agent request (40 messages, 50 tools)", sequential(fake_url, proxy_url, body, max(200, args.n // 10)))
         print(f"  proxy RSS after: {proxy.rss_mb():.1f} MB")
+        report_stream_flow(fake_url, proxy_url, "default policies (poisoning on), empty knowledge base")
+        httpx.post(f"{proxy_url}/admin/kb/documents", headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=60,
+                   json={"documents": [{"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]})
+        report_stream_flow(fake_url, proxy_url, "default policies (poisoning on), a knowledge base loaded")
         marks = []
         per = args.varied // 4
         for quarter in range(4):

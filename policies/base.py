@@ -263,7 +263,9 @@ class BasePolicy:
     A policy sets `name` and `Config` (a `PolicyConfig`), and overrides what it needs:
       - `on_request(ex)` — edit `ex.messages` / `ex.tools` (new lists) or return a verdict;
       - `on_response(ex, answer)` — judge an answer; with `validates_stream = True` also each
-        streamed piece (`answer.partial`) before the proxy releases it;
+        streamed sentence (`answer.partial`) before the proxy releases it;
+      - `stream_releasable(ex, pending)` — with `validates_stream`: how much of a sentence still
+        being streamed may go out before it is judged (default 0: hold the sentence to its end);
       - `on_complete(ex, outcome)` — after the client got its answer;
       - `admin_routes()` — routes mounted under /admin/ behind the admin key;
       - `aclose()` — at shutdown.
@@ -285,6 +287,12 @@ class BasePolicy:
 
     async def on_complete(self, ex: Exchange, outcome: Outcome) -> None:
         return None
+
+    def stream_releasable(self, ex: Exchange, pending: str) -> int:
+        """How many leading characters of `pending` (the unfinished sentence of a streamed answer)
+        may reach the client now, before `on_response` judges the whole sentence. Called on the
+        event loop for every chunk: answer from memory, in microseconds."""
+        return 0
 
     def admin_routes(self) -> list[AdminRoute]:
         return []

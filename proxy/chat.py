@@ -263,6 +263,7 @@ class ChatHandler:
         relay = StreamRelay(
             ex,
             validate=validate,
+            releasable=self.pipeline.stream_releasable if validate else None,
             tools=self._proxy_tool_rounds(ex, stream=True) if ex.proxy_tools else None,
             on_finish=finished,
         )

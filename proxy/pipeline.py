@@ -66,6 +66,17 @@ class Pipeline:
                 return verdict
         return None
 
+    def stream_releasable(self, ex: Exchange, pending: str) -> int:
+        """How much of an unfinished streamed sentence every stream validator lets through now."""
+        allowed = len(pending)
+        for policy in self.stream_validators:
+            try:
+                allowed = min(allowed, max(0, int(policy.stream_releasable(ex, pending))))
+            except Exception:
+                log.exception("policy %s failed in stream_releasable; the sentence is held", policy.name)
+                return 0
+        return allowed
+
     async def complete(self, ex: Exchange, outcome: Outcome) -> None:
         """Tell the policies how the exchange ended ("ok", "rejected", "blocked", "responded", "cut")."""
         for policy in self.completion_hooks:

@@ -151,6 +151,12 @@ class KnowledgeBase:
         return self.collection.count()
 
     @property
+    def loaded_index(self) -> KnowledgeIndex | None:
+        """The index as last loaded, without looking for changes (None before the first load):
+        for callers on the event loop that must not touch the store."""
+        return self._index
+
+    @property
     def index(self) -> KnowledgeIndex:
         """The analysed passages, loaded on first use and reloaded when another writer changed the KB."""
         with self._lock:

@@ -22,18 +22,18 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, field_validator, model_validator
-
-from ..base import Answer, BasePolicy, Block, Exchange, PolicyConfig, Reject, Services, Verdict
+from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
+from ..text.claims import find_mentions
 from .admin import Route, routes
 from .assess import Assessment, apply_judge, assess_local
 from .check import UNSUPPORTED, LLMJudge, LocalChecker
+from .config import PoisoningConfig
 from .findings import MARK, Finding, header_safe, short
-from .flags import FlagRules, FlagRulesConfig
+from .flags import FlagRules
 from .grounding import Grounder
 from .kb import KnowledgeBase
 from .quarantine import APPROVED, REJECTED, QuarantineStore
@@ -45,39 +45,6 @@ log = logging.getLogger("ctxwarden.poisoning")
 _OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
 CHECKED_ROLES = ("assistant", "tool")
 _UNSEEN = object()
-
-
-class PoisoningConfig(PolicyConfig):
-    action: Literal["block", "error", "annotate"] = "block"
-    check_inputs: bool = True
-    input_action: Literal["drop", "reject"] = "drop"
-    confidence_threshold: float = Field(0.8, ge=0, le=1)
-    quarantine_band: tuple[float, float] = (0.5, 0.8)
-    judge_model: str | None = None
-    judge_when: Literal["unsure", "always", "never"] = "unsure"
-    flag_rules: FlagRulesConfig = FlagRulesConfig()
-    alert_rate: float = Field(0.05, ge=0, le=1)
-    alert_window: float = Field(3600, gt=0)
-    alert_min_samples: int = Field(20, ge=1)
-    add_approved_to_kb: bool = False
-    top_k: int = Field(4, ge=1, le=50)
-    similarity_floor: float = Field(0.8, ge=0, le=1)
-    on_failure: Literal["pass", "block"] = "pass"
-    kb_refresh_s: float = Field(5.0, ge=0)
-    cache_size: int = Field(10_000, ge=0)
-    grounding: Literal["off", "covered_subjects"] = "off"
-
-    @field_validator("grounding", mode="before")
-    @classmethod
-    def _yaml_off(cls, value: Any) -> Any:
-        return "off" if value is False else value  # YAML reads a bare `off` as false
-
-    @model_validator(mode="after")
-    def _band_ordered(self) -> "PoisoningConfig":
-        low, high = self.quarantine_band
-        if not 0 <= low <= high <= 1:
-            raise ValueError(f"quarantine_band must be [low, high] with 0 <= low <= high <= 1 (got {list(self.quarantine_band)})")
-        return self
 
 
 class PoisoningPolicy(BasePolicy):
@@ -122,7 +89,41 @@ class PoisoningPolicy(BasePolicy):
 
     # ------------------------------------------------------------------ answers
 
+    def stream_releasable(self, ex: Exchange, pending: str) -> int:
+        """Text flows until the sentence names something (a name, number, date or KB term): from
+        there it is held until the sentence is judged. A word still being written is held too (it
+        may become a name), and so is a last capitalised word ("The" may open "The Eiffel Tower").
+        With an empty knowledge base nothing can be judged: all of it flows."""
+        kb = self._kbs.get(ex.tenant)
+        index = kb.loaded_index if kb is not None else None
+        if index is None:
+            return 0  # not loaded yet (on_request loads it for streams): hold, as before
+        if len(index) == 0:
+            return len(pending)
+        end = _settled_end(pending)
+        mentions = find_mentions(pending[:end], index.lexicon)
+        return mentions[0].start if mentions else end
+
     async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
+        if answer.partial:
+            return await self._judge_streamed(ex, answer)
+        return await self._judge_answer(ex, answer)
+
+    async def _judge_streamed(self, ex: Exchange, answer: Answer) -> Verdict | None:
+        """One streamed sentence, judged within `stream.max_hold_ms` (the client is waiting for it)."""
+        limit = self.config.stream.max_hold_ms / 1000
+        try:
+            return await asyncio.wait_for(self._judge_answer(ex, answer), limit)
+        except asyncio.TimeoutError:
+            self.record(ex, "stream_timeout", max_hold_ms=self.config.stream.max_hold_ms,
+                        on_timeout=self.config.stream.on_timeout, claim=short(answer.text))
+            self.services.metrics.add("ctxwarden.poisoning.stream_timeouts", 1, on_timeout=self.config.stream.on_timeout)
+            if self.config.stream.on_timeout == "block":
+                return Block("validation_timeout",
+                             f"{MARK} The rest of this answer could not be validated in time, so it was withheld.")
+            return None
+
+    async def _judge_answer(self, ex: Exchange, answer: Answer) -> Verdict | None:
         text = _OUR_NOTES.sub("", answer.text)
         if not text.strip():
             return None
@@ -229,6 +230,12 @@ class PoisoningPolicy(BasePolicy):
     # ------------------------------------------------------------------ inputs
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
+        if ex.stream:  # load the KB index now, off the event loop, so the stream gate can read it
+            try:
+                kb = self.kb(ex.tenant)
+                await asyncio.to_thread(lambda: kb.index)
+            except Exception as exc:
+                log.warning("poisoning: knowledge base not readable for a stream (%s); sentences are held", exc)
         if not self.config.check_inputs:
             return None
         roles = set(CHECKED_ROLES) | self.flags.roles
@@ -372,3 +379,15 @@ class PoisoningPolicy(BasePolicy):
 
     def stats_snapshot(self) -> dict[str, Any]:
         return self.stats.snapshot()
+
+
+_LAST_WORD = re.compile(r"(\S+)\s+$")
+
+
+def _settled_end(pending: str) -> int:
+    """Where the words that can no longer grow into a name end: before the word still being
+    written, and before the run of complete words at the end that start with a capital or a digit."""
+    end = max(pending.rfind(" "), pending.rfind("\n")) + 1
+    while (last := _LAST_WORD.search(pending, 0, end)) and (last.group(1)[0].isupper() or last.group(1)[0].isdigit()):
+        end = last.start(1)  # a run of capitalised words may be one name still being written
+    return end

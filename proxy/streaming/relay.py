@@ -30,13 +30,19 @@ log = logging.getLogger("ctxwarden.streaming")
 
 
 Validate = Callable[[Exchange, Answer], Awaitable[Any]]  # returns a Verdict or None
+Releasable = Callable[[Exchange, str], int]  # an unfinished sentence → how much of it may go out unjudged
 
 
 @dataclass
 class _ChoiceText:
     text: str = ""
     validated: int = 0  # text[:validated] passed the validators
+    cleared: int = 0  # text[:cleared] may go out unjudged: the validators saw nothing to judge in it
     released: int = 0  # text[:released] reached the client
+
+    @property
+    def releasable(self) -> int:
+        return max(self.validated, self.cleared)
 
 
 @dataclass
@@ -51,11 +57,13 @@ class StreamRelay:
         self,
         ex: Exchange,
         validate: Validate | None,
+        releasable: Releasable | None = None,
         tools: ProxyToolRounds | None = None,
         on_finish: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.ex = ex
         self.validate = validate
+        self.releasable = releasable  # None: every sentence is held until it is judged
         self.tools = tools  # the proxy-tool rounds, when the proxy added tools to this request
         self.on_finish = on_finish
         self.choices: dict[int, _ChoiceText] = {}
@@ -237,6 +245,11 @@ class StreamRelay:
             if isinstance(verdict, (Block, Reject)):
                 return self._blocked(idx, verdict)
             state.validated = end
+        if not final and self.releasable is not None:
+            for state in self.choices.values():
+                pending = state.text[state.validated:]
+                if pending:
+                    state.cleared = max(state.cleared, state.validated + self.releasable(self.ex, pending))
         return []
 
     def _release(self, final: bool) -> list[bytes]:
@@ -246,7 +259,7 @@ class StreamRelay:
             head = self.held[0]
             if head.tool_delta:
                 break
-            if any(end > self.choices[idx].validated for idx, end in head.ends.items()):
+            if any(end > self.choices[idx].releasable for idx, end in head.ends.items()):
                 break
             self.held.pop(0)
             for idx, end in head.ends.items():
