@@ -13,6 +13,12 @@
    contradiction, or unsupported claim, >= t), and the false positives on the right answers whose
    every name/number already occurs in their own row's knowledge or dialogue (a proxy for a
    closed domain, where the KB covers what a correct answer says).
+   Length-controlled: on HaluEval the answer's length alone separates right from hallucinated
+   answers, so each answer also gets a continuous score, its surest finding's confidence (0 when
+   none), per mode and split: ROC AUC (Mann-Whitney, ties = 1/2; hallucinated = positive) and
+   detection at the lowest threshold whose FP rate is <= 5 %, next to the AUC of word count alone
+   (the baseline to beat); then the same within word-length quartile bins (per split) and on a
+   length-matched pool (per bin, equal right/hallucinated counts subsampled with a fixed seed).
    A subset goes through the real server (official SDK -> proxy -> fake upstream) as a cross-check.
 2. Latency: on_response for 200-word answers against a 10,000-passage KB (p50/p95), per mode.
 The LLM judge is not measured: it needs a model, and this bench runs offline.
@@ -24,6 +30,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import random
 import re
 import statistics
@@ -32,6 +39,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -111,6 +120,7 @@ class Judged:
 
     outcome: str  # "pass" | "Block" | "Reject"
     worst: float  # surest CONTRADICTED / UNSUPPORTED confidence (0 when none)
+    words: int = 0  # the answer's length in words (whitespace-split), for the length control
 
 
 async def judge_rows(policy: PoisoningPolicy, rows: list[dict]) -> dict[str, list[Judged]]:
@@ -121,7 +131,7 @@ async def judge_rows(policy: PoisoningPolicy, rows: list[dict]) -> dict[str, lis
             verdict = await policy.on_response(ex, Answer(text=row[key]))
             checked = (ex.notes.validation or {}).get("checked", [])
             worst = max((c["confidence"] for c in checked if c["verdict"] in (CONTRADICTED, UNSUPPORTED)), default=0.0)
-            out[label].append(Judged(type(verdict).__name__ if verdict else "pass", worst))
+            out[label].append(Judged(type(verdict).__name__ if verdict else "pass", worst, len(row[key].split())))
     return out
 
 
@@ -165,6 +175,105 @@ def print_tradeoff(splits: list[tuple[str, dict[str, list[Judged]]]]) -> None:
         print(line)
 
 
+# ----------------------------------------------------------------------------- length control
+
+MAX_FP = 0.05
+MATCH_SEED = 20240
+
+
+def auc(neg, pos) -> float:
+    """ROC AUC of a score (pos = hallucinated = 1, neg = right = 0) via Mann-Whitney U with
+    average ranks, so ties count one half. nan when a class is empty."""
+    neg, pos = np.asarray(neg, dtype=float), np.asarray(pos, dtype=float)
+    if not len(neg) or not len(pos):
+        return float("nan")
+    scores = np.concatenate([pos, neg])
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    _, inverse = np.unique(scores, return_inverse=True)
+    ranks = (np.bincount(inverse, weights=ranks) / np.bincount(inverse))[inverse]  # average rank of each tie group
+    u = ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2
+    return float(u / (len(pos) * len(neg)))
+
+
+def detection_at_fp(neg, pos, max_fp: float = MAX_FP) -> tuple[float, float, float]:
+    """Flag a score >= t; over the thresholds whose false-positive rate is <= max_fp, the one that
+    flags the most (the lowest such t). Returns (detection, FP, t); t = inf when only flagging
+    nothing qualifies."""
+    neg, pos = np.asarray(neg, dtype=float), np.asarray(pos, dtype=float)
+    if not len(neg) or not len(pos):
+        return float("nan"), float("nan"), float("nan")
+    for t in np.unique(np.concatenate([neg, pos])):  # ascending: the first that qualifies flags the most
+        fp = float((neg >= t).mean())
+        if fp <= max_fp:
+            return float((pos >= t).mean()), fp, float(t)
+    return 0.0, 0.0, float("inf")
+
+
+def _arrays(judged: dict[str, list[Judged]]) -> dict[str, np.ndarray]:
+    return {f"{label}_{field}": np.array([getattr(j, field) for j in judged[label]], dtype=float)
+            for label in ("right", "hallucinated") for field in ("worst", "words")}
+
+
+def _fmt_auc(x: float) -> str:
+    return "  n/a" if math.isnan(x) else f"{x:5.3f}"
+
+
+def _fmt_det(det: float, fp: float, t: float, t_format: str = "4.2f") -> str:
+    if math.isnan(det):
+        return f"{'n/a':>6s}"
+    return f"{det:6.1%} (t {'none' if t == float('inf') else format(t, t_format)}, FP {fp:4.1%})"
+
+
+def print_length_controlled(judged_by_mode: dict[str, dict[str, dict[str, list[Judged]]]]) -> None:
+    """Score = the surest finding's confidence. Length in words as a rival score, then quartile
+    bins of length (per split, over both labels) and a length-matched pooled set."""
+    modes = list(judged_by_mode)
+    splits = list(judged_by_mode[modes[0]])
+    print(f"\nlength-controlled  (score = surest finding's confidence, 0 when none; AUC with hallucinated = 1, "
+          f"0.5 = chance; det@{MAX_FP:.0%}FP = detection at the lowest t whose FP <= {MAX_FP:.0%}, with that t and FP)")
+    print(f"  {'split':5s} {'score':36s}   AUC  det@{MAX_FP:.0%}FP")
+    for name in splits:
+        first = _arrays(judged_by_mode[modes[0]][name])
+        neg, pos = first["right_words"], first["hallucinated_words"]
+        print(f"  {name:5s} {'answer length in words alone':36s} {_fmt_auc(auc(neg, pos))}  {_fmt_det(*detection_at_fp(neg, pos), 'g')}")
+        for mode in modes:
+            a = _arrays(judged_by_mode[mode][name])
+            neg, pos = a["right_worst"], a["hallucinated_worst"]
+            print(f"  {name:5s} {'checker, grounding ' + mode:36s} {_fmt_auc(auc(neg, pos))}  {_fmt_det(*detection_at_fp(neg, pos))}")
+    for name in splits:
+        rng = np.random.default_rng(MATCH_SEED)
+        arrays = {mode: _arrays(judged_by_mode[mode][name]) for mode in modes}
+        words_r, words_h = arrays[modes[0]]["right_words"], arrays[modes[0]]["hallucinated_words"]
+        edges = np.unique(np.quantile(np.concatenate([words_r, words_h]), [0.25, 0.5, 0.75]))
+        bin_r, bin_h = np.searchsorted(edges, words_r, side="right"), np.searchsorted(edges, words_h, side="right")
+        print(f"  {name}: length bins (quartiles of all {len(words_r) + len(words_h)} answers' word counts); "
+              f"matched = per bin, equal right/hallucinated counts drawn with seed {MATCH_SEED}, pooled")
+        print((f"    {'':29s}" + "".join(f"   {'grounding ' + mode:36s}" for mode in modes)).rstrip())
+        print((f"    {'words':9s} {'right':>5s} {'hall':>5s} {'len AUC':>7s}"
+               + "".join(f"   {'AUC':>5s}  {'det@' + f'{MAX_FP:.0%}FP':29s}" for _ in modes)).rstrip())
+        keep_r, keep_h = [], []
+        for b in range(len(edges) + 1):
+            ir, ih = np.flatnonzero(bin_r == b), np.flatnonzero(bin_h == b)
+            k = min(len(ir), len(ih))
+            keep_r += list(rng.choice(ir, k, replace=False)) if k else []
+            keep_h += list(rng.choice(ih, k, replace=False)) if k else []
+            span = np.concatenate([words_r[ir], words_h[ih]])
+            label = f"{int(span.min())}-{int(span.max())}" if len(span) else "-"
+            line = f"    {label:9s} {len(ir):5d} {len(ih):5d}   {_fmt_auc(auc(words_r[ir], words_h[ih]))}"
+            for mode in modes:
+                neg, pos = arrays[mode]["right_worst"][ir], arrays[mode]["hallucinated_worst"][ih]
+                line += f"   {_fmt_auc(auc(neg, pos))}  {_fmt_det(*detection_at_fp(neg, pos)):29s}"
+            print(line.rstrip())
+        kr, kh = np.array(keep_r, dtype=int), np.array(keep_h, dtype=int)
+        line = f"    {'matched':9s} {len(kr):5d} {len(kh):5d}   {_fmt_auc(auc(words_r[kr], words_h[kh]))}"
+        for mode in modes:
+            neg, pos = arrays[mode]["right_worst"][kr], arrays[mode]["hallucinated_worst"][kh]
+            line += f"   {_fmt_auc(auc(neg, pos))}  {_fmt_det(*detection_at_fp(neg, pos)):29s}"
+        print(line.rstrip())
+
+
 async def halueval(rows: list[dict], dev_rows: int, server_rows: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         services = make_services(tmp)
@@ -176,11 +285,13 @@ async def halueval(rows: list[dict], dev_rows: int, server_rows: int) -> None:
         print(f"knowledge base: {len(docs)} documents, {passages} passages, loaded in {time.perf_counter() - started:.1f} s")
         dev, test = rows[:dev_rows], rows[dev_rows:]
         summary = []
+        judged_by_mode: dict[str, dict[str, dict[str, list[Judged]]]] = {}
         for mode, policy in policies.items():
             started = time.perf_counter()
             judged = await judge_rows(policy, rows)
             elapsed = time.perf_counter() - started
             parts = {"dev": {k: v[:dev_rows] for k, v in judged.items()}, "test": {k: v[dev_rows:] for k, v in judged.items()}}
+            judged_by_mode[mode] = {name: part for name, part in parts.items() if part["right"]}
             print(f"\npoisoning.grounding: {mode}  (local checker, block >= 0.8, quarantine 0.5-0.8; "
                   f"{2 * len(rows)} answers in {elapsed:.1f} s)")
             print_split(f"dev  (rows 0-{dev_rows - 1}, used for design and tuning)", dev, parts["dev"])
@@ -192,6 +303,7 @@ async def halueval(rows: list[dict], dev_rows: int, server_rows: int) -> None:
                     n = len(part["right"])
                     summary.append((mode, name, sum(j.outcome != "pass" for j in part["hallucinated"]) / n,
                                     sum(j.outcome != "pass" for j in part["right"]) / n))
+        print_length_controlled(judged_by_mode)
         print("\nsummary (default thresholds: flagged = blocked or quarantined)")
         print("  mode               split   detection   false positives")
         for mode, name, d, f in summary:
