@@ -8,7 +8,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
+from typing import Any, Callable, Generic, Hashable, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -49,13 +49,6 @@ class LRU(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def __contains__(self, key: object) -> bool:
-        return self.get(key, _MISSING) is not _MISSING  # type: ignore[arg-type]
-
-    def __iter__(self) -> Iterator[K]:
-        with self._lock:
-            return iter(list(self._items))
-
     def get(self, key: K, default: Any = None) -> V | Any:
         """The value for `key` (now the most recently used), or `default` if absent or expired."""
         with self._lock:
@@ -90,10 +83,6 @@ class LRU(Generic[K, V]):
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-
-    def values(self) -> list[V]:
-        with self._lock:
-            return [v for v, _ in self._items.values()]
 
     def _expire(self) -> list[tuple[K, V]]:
         """Drop idle entries: they are in last-used order, so the expired ones are at the front."""

@@ -230,19 +230,12 @@ class PoisoningPolicy(BasePolicy):
     # ------------------------------------------------------------------ inputs
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
-        if ex.stream:  # load the KB index now, off the event loop, so the stream gate can read it
-            try:
-                kb = self.kb(ex.tenant)
-                await asyncio.to_thread(lambda: kb.index)
-            except Exception as exc:
-                log.warning("poisoning: knowledge base not readable for a stream (%s); sentences are held", exc)
-        if not self.config.check_inputs:
-            return None
-        roles = set(CHECKED_ROLES) | self.flags.roles
-        todo = [(i, m.get("role", ""), _OUR_NOTES.sub("", content_text(m))) for i, m in enumerate(ex.messages)
-                if m.get("role") in roles]
-        todo = [(i, role, text) for i, role, text in todo if text.strip()]
+        todo = self._inputs_to_check(ex) if self.config.check_inputs else []
         if not todo:
+            # The stream gate reads the KB index: load it now, off the event loop (with inputs to
+            # check, _input_findings loads it).
+            if ex.stream:
+                await self._load_kb_index(ex)
             return None
         try:
             findings = await self._input_findings(ex, todo)
@@ -260,6 +253,20 @@ class PoisoningPolicy(BasePolicy):
         if replaced:
             ex.messages = [replaced.get(i, m) for i, m in enumerate(ex.messages)]
         return None
+
+    def _inputs_to_check(self, ex: Exchange) -> list[tuple[int, str, str]]:
+        """(index, role, text) of the incoming messages the checks read."""
+        roles = set(CHECKED_ROLES) | self.flags.roles
+        todo = [(i, m.get("role", ""), _OUR_NOTES.sub("", content_text(m))) for i, m in enumerate(ex.messages)
+                if m.get("role") in roles]
+        return [(i, role, text) for i, role, text in todo if text.strip()]
+
+    async def _load_kb_index(self, ex: Exchange) -> None:
+        try:
+            kb = self.kb(ex.tenant)
+            await asyncio.to_thread(lambda: kb.index)
+        except Exception as exc:
+            log.warning("poisoning: knowledge base not readable for a stream (%s); sentences are held", exc)
 
     async def _input_findings(self, ex: Exchange, todo: list[tuple[int, str, str]]) -> dict[int, Finding]:
         """Findings per message index; cached per (tenant, KB version, role, text)."""

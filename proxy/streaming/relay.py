@@ -2,9 +2,10 @@
 
 Three modes, chosen per request:
 - pass-through: bytes go to the client as they arrive, untouched (no policy reads the stream);
-- gated: content is held back sentence by sentence until the stream validators passed it
-  (original chunks are released as soon as all of their text is validated, so framing and
-  timing are kept); a block ends the stream with the notice and finish_reason content_filter;
+- gated: the stream validators judge the text sentence by sentence; of a sentence still being
+  streamed, what they clear (`releasable`) goes out at once, the rest waits for the judgement
+  (original chunks are released as soon as all of their text is judged or cleared, so framing
+  and timing are kept); a block ends the stream with the notice and finish_reason content_filter;
 - proxy tools: tool-call deltas are held until the round ends; when the model only called tools
   the proxy answers itself (context_recall), the proxy answers them and streams the next round.
 A stream the upstream cuts ends with an in-stream error event, never a hang.
@@ -41,7 +42,8 @@ class _ChoiceText:
     released: int = 0  # text[:released] reached the client
 
     @property
-    def releasable(self) -> int:
+    def release_limit(self) -> int:
+        """Text up to here may reach the client: judged, or cleared by the validators."""
         return max(self.validated, self.cleared)
 
 
@@ -253,13 +255,13 @@ class StreamRelay:
         return []
 
     def _release(self, final: bool) -> list[bytes]:
-        """Held chunks whose text is all validated, in order; stop at the first that is not."""
+        """Held chunks whose text is all judged or cleared, in order; stop at the first that is not."""
         out: list[bytes] = []
         while self.held:
             head = self.held[0]
             if head.tool_delta:
                 break
-            if any(end > self.choices[idx].releasable for idx, end in head.ends.items()):
+            if any(end > self.choices[idx].release_limit for idx, end in head.ends.items()):
                 break
             self.held.pop(0)
             for idx, end in head.ends.items():
