@@ -86,6 +86,9 @@ class Metrics(Protocol):
 
 # complete(model, messages, **kwargs) → the assistant's text. Raises on failure.
 Complete = Callable[..., Awaitable[str]]
+# complete_raw(model, messages, **kwargs) → the upstream's whole response JSON (choices, usage), for
+# callers that account tokens (the poisoning judge). Raises on failure, like `complete`.
+CompleteRaw = Callable[..., Awaitable[dict[str, Any]]]
 
 
 @dataclass
@@ -95,6 +98,7 @@ class Services:
     embedder: Embedder | None = None
     store: Store | None = None
     complete: Complete | None = None
+    complete_raw: CompleteRaw | None = None
     context_window: Callable[[str], int] = lambda model: 128_000
     # Objects the policies of one pipeline share (e.g. the scratchpad history and archive both use).
     # A policy's own copy of Services (its own embedder) keeps the same dict, so sharing survives it.

@@ -45,9 +45,10 @@ class LazyEmbedder:
         return self._get().embed(texts)
 
 
-def make_complete(upstream: Upstream):
-    async def complete(model: str, messages: list[dict[str, Any]], exchange: Exchange | None = None, **kwargs: Any) -> str:
-        """One non-streamed completion through the upstream (summaries, judges). Raises on failure."""
+def make_complete_raw(upstream: Upstream):
+    async def complete_raw(model: str, messages: list[dict[str, Any]], exchange: Exchange | None = None,
+                           **kwargs: Any) -> dict[str, Any]:
+        """One non-streamed completion through the upstream: its response JSON. Raises on failure."""
         headers = dict(exchange.notes.upstream_headers) if exchange else upstream.request_headers({})
         headers["content-type"] = "application/json"
         body = json.dumps({"model": model, "messages": messages, **kwargs}).encode()
@@ -55,19 +56,31 @@ def make_complete(upstream: Upstream):
         response = result.response
         if response.status_code >= 400:
             raise ProxyError(response.status_code, "upstream_error", f"completion for {model} failed with {response.status_code}")
-        data = response.json()
+        return response.json()
+
+    return complete_raw
+
+
+def make_complete(upstream: Upstream, complete_raw=None):
+    complete_raw = complete_raw or make_complete_raw(upstream)
+
+    async def complete(model: str, messages: list[dict[str, Any]], exchange: Exchange | None = None, **kwargs: Any) -> str:
+        """One non-streamed completion through the upstream (summaries, judges): its text. Raises on failure."""
+        data = await complete_raw(model, messages, exchange=exchange, **kwargs)
         return (data.get("choices") or [{}])[0].get("message", {}).get("content") or ""
 
     return complete
 
 
 def build_services(settings: Settings, telemetry: Telemetry, upstream: Upstream, models: ModelInfo) -> Services:
+    complete_raw = make_complete_raw(upstream)
     return Services(
         tokens=TiktokenCounter(),
         metrics=telemetry.metrics,
         embedder=LazyEmbedder(settings.embeddings),
         store=ChromaStore(settings.storage),
-        complete=make_complete(upstream),
+        complete=make_complete(upstream, complete_raw),
+        complete_raw=complete_raw,
         context_window=models.context_window,
     )
 

@@ -128,3 +128,42 @@ def test_statement_spans_point_at_the_sentence_and_the_value():
     tier = next(st for st in extract(text) if st.slot == "tier.hotel")
     assert text[tier.start:tier.end] == "I'm looking for budget hotels under $50 a night."
     assert text[tier.vstart:tier.vend] == "budget hotels"
+
+
+# ----------------------------------------------------------------------------- natural text: subject, scope, steps, corrections
+
+
+@pytest.mark.parametrize(
+    "older, newer",
+    [
+        ("The deploy window opens on November 4.", "Heads-up: the deploy window moved to November 11."),
+        ("The cache TTL should be 10 minutes.", "Set the cache TTL to 1 hour."),
+        ("Our landlord is Greta Lindqvist.", "The landlord is now Omar Haddad."),
+        ("The nightly export writes to bucket raw-eu-2.", "The nightly export writes to bucket raw-us-1."),
+        ("Please archive the old invoices.", "Do not archive the old invoices."),
+    ],
+)
+def test_natural_paraphrases_of_one_fact_clash(older, newer):
+    assert contradictions(older, newer), (older, newer)
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("Our hiring budget is $20,000.", "The conference travel budget is $6,000."),  # two budgets
+        ("The blue team has 9 members.", "The red team has 14 members."),  # two teams
+        ("My daughter needs a booster seat.", "I need a seat with extra legroom."),  # whose
+        ("The cache TTL should be 60 minutes.", "So the cache TTL is an hour."),  # one value, other units
+        ("Run the scraper with a page size of 25.", "Rerun it with a page size of 100."),  # the next run of a step
+        ("Fetch the prices for 3 items.", "Now do the same for 9 items."),
+    ],
+)
+def test_scopes_steps_and_restatements_do_not_clash(turns):
+    assert contradictions(*turns) == []
+
+
+def test_an_explicit_correction_is_reported_as_one():
+    (c,) = contradictions("The standup is at 9:30am.", "Sorry, I meant 10:30am for the standup.")
+    assert c.correction and (c.older.st.value, c.newer.st.value) == ("09:30", "10:30")
+    (plain,) = contradictions("The standup is at 9:30am.", "The standup is at 10:30am now.")
+    assert not plain.correction

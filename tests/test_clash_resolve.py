@@ -213,3 +213,20 @@ def test_a_message_repeated_word_for_word_is_its_own_statement():
     messages = conversation("I'm in Oslo.", "I'm in Bergen.", "I'm in Oslo.")
     res, _, _ = settle(messages, "prefer_recent")
     assert sorted(loss.loser.message for loss in res.losses) == [0, 2]
+
+
+@pytest.mark.parametrize("strategy", ["keep_existing", "ask_user", "merge", "prefer_recent"])
+def test_a_correction_is_resolved_as_prefer_recent_whatever_the_strategy(strategy):
+    messages = conversation("The venue holds 120 guests.", "Correction: the venue holds 150 guests.")
+    res, _, _ = settle(messages, strategy)
+    assert res.ask is None
+    assert [(loss.loser.message, loss.mode) for loss in res.losses] == [(0, "supersede")]
+    assert [d.how for _, d in res.decided] == ["correction"]
+
+
+async def test_the_policy_reports_a_correction():
+    policy, metrics = make_policy("keep_existing")
+    ex = exchange(conversation("The standup is at 9:30am.", "Oops, I meant 10:30am for the standup."))
+    await policy.on_request(ex)
+    assert "clash.correction" in [a.label for a in ex.actions]
+    assert ex.messages[0]["content"].startswith("[superseded by a later message")

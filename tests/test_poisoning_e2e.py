@@ -67,7 +67,7 @@ def test_false_claim_blocked_true_claim_and_chit_chat_pass(fake, start_proxy):
     assert chat.choices[0].message.content == "Hello! Nice to meet you. How can I help you today?"
 
     stats = httpx.get(f"{proxy.url}/admin/poisoning", headers=AUTH).json()
-    assert stats["checked_total"] == 3 and stats["poisoned_total_by_type"] == {"wrong_location": 1}
+    assert stats["checked_total"] == 3 and stats["poisoned_total_by_type"] == {"wrong_entity": 1}
     prometheus = httpx.get(f"{proxy.url}/metrics").text
     assert "ctxwarden_poisoning_blocked" in prometheus
 
@@ -93,9 +93,11 @@ def test_action_error_gives_422_and_annotate_passes_with_a_warning(fake, start_p
 def test_quarantine_survives_restart_then_approval_makes_it_visible(fake, start_proxy):
     import chromadb.api.client
 
-    first = start_proxy(poisoning(add_approved_to_kb=True))
+    # a cast list may be incomplete: this deployment blocks only the surest contradictions and holds the rest
+    cautious = {"add_approved_to_kb": True, "confidence_threshold": 1.0, "quarantine_band": [0.5, 1.0]}
+    first = start_proxy(poisoning(**cautious))
     load_kb(first)
-    fake.reply(content="Inception is starring Tom Cruise.")  # a cast list may be incomplete: suspicious, not sure
+    fake.reply(content="Inception is starring Tom Cruise.")
     held, headers = ask(openai_client(first))
     assert held.choices[0].finish_reason == "content_filter"
     assert "poisoning.quarantined" in headers["x-ctxwarden-actions"]
@@ -103,11 +105,11 @@ def test_quarantine_survives_restart_then_approval_makes_it_visible(fake, start_
     first.stop()
     chromadb.api.client.SharedSystemClient.clear_system_cache()  # the second proxy reads the disk afresh
 
-    second = start_proxy(poisoning(add_approved_to_kb=True))
+    second = start_proxy(poisoning(**cautious))
     pending = httpx.get(f"{second.url}/admin/quarantine", params={"status": "pending"}, headers=AUTH).json()
     assert [i["id"] for i in pending["data"]] == [qid]
     assert pending["data"][0]["text"] == "Inception is starring Tom Cruise."
-    assert pending["data"][0]["type"] == "false_attribution"
+    assert pending["data"][0]["type"] == "wrong_entity" and pending["data"][0]["checker"] == "local"
 
     approved = httpx.post(f"{second.url}/admin/quarantine/{qid}/approve", json={"note": "cameo"}, headers=AUTH)
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
@@ -210,24 +212,6 @@ def test_contradicted_history_is_dropped_and_checked_once(fake, start_proxy):
     assert fake.chat_requests[-1]["messages"][1] == forwarded[1]  # same verdict, same prefix
     # only the new assistant message and the new answer were checked, not the whole history again
     assert httpx.get(f"{proxy.url}/admin/poisoning", headers=AUTH).json()["checked_total"] == checked + 2
-
-
-def test_llm_judge_decides_when_the_local_checker_is_unsure(fake, start_proxy):
-    proxy = start_proxy(poisoning(judge_model="judge-mini", check_inputs=False))
-    load_kb(proxy)
-    fake.reply(content="Inception is starring Tom Cruise.")
-    fake.reply(content='{"verdict": "CONTRADICTED", "confidence": 0.97, "fact": "Inception is starring Leonardo DiCaprio."}')
-    answer, headers = ask(openai_client(proxy))
-    assert answer.choices[0].finish_reason == "content_filter" and "hallucination detected" in answer.choices[0].message.content
-    judge_call = fake.chat_requests[-1]
-    assert judge_call["model"] == "judge-mini" and "Inception is starring Leonardo DiCaprio." in judge_call["messages"][0]["content"]
-    assert "poisoning.judged" in headers["x-ctxwarden-actions"]
-
-    fake.reply(content="Inception is starring Tom Cruise.")
-    fake.reply(status=500, json={"error": {"message": "judge down"}})
-    answer, headers = ask(openai_client(proxy))  # the judge fails: the local verdict (quarantine) stands
-    assert "poisoning.judge_failed" in headers["x-ctxwarden-actions"]
-    assert "quarantine id" in answer.choices[0].message.content
 
 
 def test_tenants_have_their_own_knowledge_base(fake, start_proxy):

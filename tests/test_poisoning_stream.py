@@ -1,6 +1,6 @@
 """Streams that flow: with poisoning on, text with nothing to judge reaches the client as it
-arrives; from the first name, number or date of a sentence it is held until that sentence is
-judged, so a contradicted claim never leaks. Real proxy, official SDK, real Chroma, fake upstream."""
+arrives; a sentence that names something the KB knows (or a number or date) is held, from its
+start, until it is judged whole, so a contradicted claim never leaks. Real proxy, official SDK, real Chroma, fake upstream."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_a_false_claim_after_flowing_text_never_leaks(fake, start_proxy):
     _, text, finish = stream_timed(proxy)
     released, _, notice = text.partition("[ctxwarden]")
     assert released.startswith("Let me check that for you.")
-    assert "London" not in released and "Eiffel" not in released and "lovely" not in text
+    assert "London" not in released and "Eiffel" not in released and "lovely" not in released
     assert EIFFEL in notice and finish == "content_filter"
 
 
@@ -69,13 +69,13 @@ def test_with_an_empty_knowledge_base_every_sentence_flows(fake, start_proxy):
 def test_a_slow_judgement_is_bounded_by_max_hold_ms(fake, start_proxy, monkeypatch, on_timeout, blocked):
     proxy = start_proxy(poisoning(stream={"max_hold_ms": 50, "on_timeout": on_timeout}))
     load_kb(proxy)
-    slow = poisoning_module.assess_local
+    slow = poisoning_module.retrieve
 
-    def slow_assess(*args, **kwargs):
+    def slow_retrieve(*args, **kwargs):
         time.sleep(0.3)
         return slow(*args, **kwargs)
 
-    monkeypatch.setattr(poisoning_module, "assess_local", slow_assess)
+    monkeypatch.setattr(poisoning_module, "retrieve", slow_retrieve)
     fake.reply(content="The Eiffel Tower is located in Paris. It is made of iron.")
     started = time.perf_counter()
     _, text, finish = stream_timed(proxy)
@@ -87,14 +87,17 @@ def test_a_slow_judgement_is_bounded_by_max_hold_ms(fake, start_proxy, monkeypat
     assert time.perf_counter() - started < 2.0
 
 
-def test_stream_releasable_holds_from_the_first_mention_and_any_unfinished_word(fake, start_proxy):
+def test_stream_releasable_holds_a_sentence_naming_what_the_kb_knows_and_any_unfinished_word(fake, start_proxy):
     proxy = start_proxy(poisoning())
     load_kb(proxy)
     policy = proxy.app.state.pipeline.policy("poisoning")
     policy.kb(None).index  # loaded, as on_request does for a stream
     ex = Exchange("r", "gpt-4o", [], None, {}, stream=True)
     assert policy.stream_releasable(ex, "Well, I think the answ") == len("Well, I think the ")
-    assert policy.stream_releasable(ex, "I think the Eiffel Tower is") == len("I think the ")
+    assert policy.stream_releasable(ex, "I think the Eiffel Tower is") == len("I think the ")  # a name being written
+    assert policy.stream_releasable(ex, "I think the Eiffel Tower is in ") == 0  # a claim the KB covers: held whole
+    assert policy.stream_releasable(ex, "Sure. I think the Eiffel Tower is in ") == len("Sure. ")
+    assert policy.stream_releasable(ex, "Sure. I think Zanzibar is nice, ") == len("Sure. I think Zanzibar is nice, ")
     assert policy.stream_releasable(ex, "It was built in 18") == len("It was built in ")
     assert policy.stream_releasable(ex, "Good question. The ") == len("Good question. ")  # "The" may open a name
     other = Exchange("r", "gpt-4o", [], None, {}, stream=True, tenant="empty-tenant")

@@ -16,6 +16,7 @@ from typing import Iterable
 from ..cache import stable_hash
 from ..text.statements.lexicon import places_compatible
 from ..text.statements.model import Statement
+from .match import Matcher
 
 CONTRADICTORY_PREFERENCES = "CONTRADICTORY_PREFERENCES"
 CONFLICTING_FACTS = "CONFLICTING_FACTS"
@@ -76,6 +77,10 @@ class Clash:
         return self.newer.st.label
 
     @property
+    def correction(self) -> bool:
+        return getattr(self.newer.st, "correction", False)
+
+    @property
     def duplicate(self) -> bool:
         return self.type == DUPLICATE_FACTS
 
@@ -113,6 +118,18 @@ def _names_compatible(a: str, b: str) -> bool:
     return longer[: len(shorter)] == shorter
 
 
+def _typed_compatible(slot: str, a: str, b: str) -> bool:
+    kind = slot[2:].split(":", 1)[0]
+    if kind == "date":
+        return _dates_compatible(a, b)
+    if kind in ("money", "qty", "count"):
+        try:
+            return abs(float(a) - float(b)) <= 0.02 * max(abs(float(a)), abs(float(b)), 1e-9)  # "6.2 miles" is 10 km
+        except ValueError:
+            return False
+    return False
+
+
 def compatible(slot: str, a: str, b: str) -> bool:
     """Whether two positive values of one slot can both hold."""
     if a == b:
@@ -129,21 +146,52 @@ def compatible(slot: str, a: str, b: str) -> bool:
             return abs(float(a) - float(b)) <= 1e-6 * max(abs(float(a)), 1.0)
         except ValueError:
             return False
-    if slot in ("user.name", "booking.name"):
+    if slot in ("user.name", "booking.name", "v.name"):
         return _names_compatible(a, b)
+    if family == "v":
+        return _typed_compatible(slot, a, b)
     return False
 
 
-def conflicts(a: Statement, b: Statement) -> bool:
-    if a.slot != b.slot or (a.negated and b.negated):
+def family(slot: str) -> str:
+    """Slots whose values compare: a date the rules tied to an event ("date.departure") and a date
+    read on its own ("v.date") are compared through their subjects."""
+    head = slot.split(".", 1)[0]
+    return f"v.{head}" if head in ("date", "time") else slot
+
+
+def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
+    """One slot, one subject, one scope; a value typed on its own ("v.date") needs a matching subject."""
+    if a.slot != b.slot and (family(a.slot) != family(b.slot) or not (a.slot.startswith("v.") or b.slot.startswith("v."))):
         return False
+    if (a.slot.startswith("v.") or b.slot.startswith("v.")) and not matcher.same_subject(a, b):
+        return False
+    return matcher.same_scope(a, b)
+
+
+def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
+    """Whether `b` (said after `a`) contradicts it. A new run of a step with other arguments
+    ("retry with 150 euros") does not: a parameter that changes from step to step is no clash."""
+    if b.step or (a.negated and b.negated) or not about_the_same(a, b, matcher):
+        return False
+    if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction):
+        return False  # "show me page 1" … "show me page 2": successive steps, each with its argument
+    if a.slot == "v.act":  # one action, said to be done and not done
+        return a.negated != b.negated and _overlap(a.value, b.value) >= 0.5
     if a.negated != b.negated:
         return a.value == b.value  # "I don't want a luxury hotel" / "I want a luxury hotel"
-    return not compatible(a.slot, a.value, b.value)
+    return not compatible(family(a.slot), a.value, b.value)
 
 
-def duplicates(a: Statement, b: Statement) -> bool:
-    return a.slot == b.slot and a.negated == b.negated and a.value == b.value
+def _overlap(a: str, b: str) -> float:
+    wa, wb = set(a.split()), set(b.split())
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+
+
+def duplicates(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
+    if a.slot == "v.act":
+        return False  # a clause said twice is not a fact to count
+    return a.negated == b.negated and compatible(family(a.slot), a.value, b.value) and about_the_same(a, b, matcher)
 
 
 def clash_type(newer: Statement, simultaneous: bool) -> str:
@@ -200,19 +248,20 @@ def _domain_of(slot: str) -> str:
     return slot.split(".", 1)[1].split("@", 1)[0].split(">", 1)[0]
 
 
-def local_clashes(found: Iterable[Located]) -> list[Clash]:
+def local_clashes(found: Iterable[Located], matcher: Matcher | None = None) -> list[Clash]:
     """Every contradicting pair (older, newer) per slot, and the nearest duplicate of each statement."""
+    matcher = matcher or Matcher()
     by_slot: dict[str, list[Located]] = {}
     for loc in inherit_qualifiers(sorted(found, key=lambda l: l.order)):
-        by_slot.setdefault(loc.st.slot, []).append(loc)
+        by_slot.setdefault(family(loc.st.slot), []).append(loc)
     clashes: list[Clash] = []
     for items in by_slot.values():
         for j, newer in enumerate(items):
             duplicate_seen = False
             for older in reversed(items[:j]):
-                if conflicts(older.st, newer.st):
+                if conflicts(older.st, newer.st, matcher):
                     clashes.append(make_clash(older, newer))
-                elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st):
+                elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st, matcher):
                     clashes.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
                     duplicate_seen = True
     return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))

@@ -61,7 +61,9 @@ def apply_losses(
         by_text.setdefault((loss.loser.message, loss.loser.part), []).append(loss)
     new_texts: dict[tuple[int, int], str] = {}
     for where, group in by_text.items():
-        statements = [loc for loc in found if (loc.message, loc.part) == where]
+        losers = {loss.loser.key for loss in group}
+        statements = [loc for loc in found if (loc.message, loc.part) == where  # a clause read whole keeps nothing alive
+                      and (loc.st.slot != "v.act" or loc.key in losers)]
         new_texts[where] = _edit_text(texts[where], group, statements, texts, stats)
     out = list(messages)
     for (i, part), text in new_texts.items():

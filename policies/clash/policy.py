@@ -30,6 +30,7 @@ from ..text.statements.model import Statement
 from .detect import Clash, Located, local_clashes, text_keys
 from .edit import apply_losses
 from .judge import Judge, JudgeError
+from .match import Matcher
 from .question import Texts
 from .resolve import Resolution, resolve
 from .state import SessionState
@@ -127,6 +128,13 @@ class ClashPolicy(BasePolicy):
                 self.record(ex, "judge_failed", error=str(exc)[:200], fallback="local")
         return local_clashes(found)
 
+    def find_clashes(self, messages: list[Message]) -> list[Clash]:
+        """The local detector on a conversation, synchronously (benches, tests): no memory, no edits."""
+        texts = user_texts(messages)
+        keys = text_keys(texts)
+        found = [Located(m, p, keys[(m, p)], st) for (m, p), text in sorted(texts.items()) for st in extract(text)]
+        return local_clashes(found, Matcher(self.services.embedder))
+
     # ------------------------------------------------------------------ reporting
 
     def _report_duplicates(self, ex: Exchange, clashes: list[Clash], state: SessionState) -> None:
@@ -144,6 +152,10 @@ class ClashPolicy(BasePolicy):
             if d.how == "user":
                 self._count("resolved", c, strategy="ask_user", by="user")
                 self.record(ex, "user_answer", type=c.type, label=c.label, choice=d.winner)
+            elif d.how == "correction":
+                self._count("resolved", c, strategy="prefer_recent", by="correction")
+                self.record(ex, "correction", type=c.type, label=c.label, older=c.older.st.display,
+                            newer=c.newer.st.display, resolved_as="prefer_recent")
             elif d.winner == "both":
                 self._count("unresolved", c, reason=d.how)
                 self.record(ex, "unresolved", type=c.type, label=c.label, reason=d.how)

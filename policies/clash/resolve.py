@@ -6,6 +6,9 @@
 - keep_existing: the newer statement loses (marked as not applied).
 - ask_user: the proxy asks; the user's reply picks the loser on the next turn. Clashes that are
   only in the history (the conversation moved on since) are settled as prefer_recent.
+- An explicit correction ("correction: ...", "sorry, I meant ...", "actually, make it ...") is an
+  update, not a disagreement: the corrected statement loses as under prefer_recent, whatever the
+  strategy, and the policy reports it as a correction.
 - Statements that clash inside one message with nothing saying which came last cannot be
   ordered: the proxy asks whatever the strategy; in the history they stay.
 
@@ -96,6 +99,8 @@ def _decide(c: Clash, strategy: str, asked: str, messages: Sequence[Message], te
     if reply is not None:
         choice = parse_choice(reply, c, texts)
         return Decision(choice, "user") if choice else Decision("both", "unclear")
+    if c.correction:  # "sorry, I meant ...": an update, whatever the strategy
+        return Decision("newer", "correction")
     if c.simultaneous:
         return Decision("ask", "unordered") if pending else Decision("both", "unordered")
     if strategy == "ask_user":

@@ -19,7 +19,7 @@ Winner = Literal["newer", "older", "both", "ask"]
 @dataclass(frozen=True)
 class Decision:
     winner: Winner  # which statement stays live ("both": neither is edited)
-    how: str  # prefer_recent | merge | keep_existing | user | unordered | unclear | ask_user
+    how: str  # prefer_recent | merge | keep_existing | correction | user | unordered | unclear | ask_user
 
 
 @dataclass

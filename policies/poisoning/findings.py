@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .check import CONTRADICTED, UNSUPPORTED, ClaimCheck
+from .checkers.base import ClaimVerdict
 
 MARK = "[ctxwarden]"  # starts every note and notice we write, so we never judge our own words
 
@@ -13,22 +13,20 @@ MARK = "[ctxwarden]"  # starts every note and notice we write, so we never judge
 class Finding:
     """What is wrong with a piece of content, and how sure we are."""
 
-    kind: str  # poisoning type: wrong_location, invented_date, prompt_injection, ...
+    kind: str  # poisoning type: wrong_number, wrong_date, wrong_entity, negated_fact, prompt_injection, ...
     claim: str
-    evidence: str  # the KB fact, or the flag rule that matched
+    evidence: str  # the KB sentence, or the flag rule that matched
     confidence: float
     flagged: bool = False  # matched a flag rule (no KB involved)
-    verdict: str = CONTRADICTED  # or UNSUPPORTED (grounding mode): the KB covers the subject but does not say this
+    checker: str = "local"  # which checker decided (local | nli | llm)
 
     @classmethod
-    def of(cls, check: ClaimCheck) -> "Finding":
-        return cls(check.kind or "contradiction", check.claim, check.evidence, check.confidence, verdict=check.verdict)
+    def of(cls, verdict: ClaimVerdict) -> "Finding":
+        return cls(verdict.kind or "contradiction", verdict.claim, verdict.evidence, verdict.confidence,
+                   checker=verdict.checker)
 
     def against_kb(self, may: bool = False) -> str:
         """How the claim stands against the knowledge base, for notices."""
-        if self.verdict == UNSUPPORTED:
-            return (f'{"may not be" if may else "is not"} backed by the knowledge base, which says about this: '
-                    f'"{self.evidence}"')
         return f'{"may contradict" if may else "contradicts"} the knowledge base: "{self.evidence}"'
 
 

@@ -3,8 +3,9 @@
 Each document becomes one Chroma entry per sentence ("<id>#<n>"), so a claim is compared with
 one fact rather than a page; part 0 also keeps the whole document text for listing. Vectors
 come from `services.embedder` (Chroma is never asked to embed: its default model downloads).
-Re-adding an id replaces the document. An analysed in-memory index (kb_index.py) mirrors the
-collection; it is reloaded when the collection's size changes under us (another process wrote).
+Re-adding an id replaces the document. An in-memory evidence index (evidence.py: BM25 over
+sentence windows + the stored vectors) mirrors the collection; it is rebuilt after a write and
+when the collection's size changes under us (another process wrote).
 
 All methods are synchronous and may be slow (embedding, disk): call them via asyncio.to_thread.
 """
@@ -19,8 +20,10 @@ from typing import Any, Sequence
 
 from ..base import Embedder, Store
 from ..errors import CtxwardenError
+from ..history.timestamps import parse_time
 from ..text.sentences import split_sentences
-from .kb_index import KnowledgeIndex, Passage
+from .checkers.base import Evidence
+from .evidence import EvidenceIndex, IndexedSentence
 
 COLLECTION = "kb"
 MAX_ID_LENGTH = 200
@@ -86,7 +89,7 @@ class KnowledgeBase:
         self.tenant = tenant
         self.refresh_s = refresh_s
         self.version = 0  # bumped on every change seen: verdicts cached under an older version are void
-        self._index: KnowledgeIndex | None = None
+        self._index: EvidenceIndex | None = None
         self._checked_at = 0.0
         self._lock = threading.RLock()
 
@@ -114,8 +117,7 @@ class KnowledgeBase:
                 batch = rows[start : start + 1000]
                 self.collection.add(ids=[r[0] for r in batch], documents=[r[1] for r in batch],
                                     metadatas=[r[2] for r in batch], embeddings=vectors[start : start + 1000])
-            if self._index is not None:
-                self._index.add(Passage.analysed(pid, meta["doc_id"], text, meta) for pid, text, meta in rows)
+            self._index = None  # rebuilt on the next read
             self.version += 1
         return len(rows)
 
@@ -130,8 +132,7 @@ class KnowledgeBase:
         existing = self.collection.get(where={"doc_id": doc_id}, include=[])["ids"]
         if existing:
             self.collection.delete(ids=existing)
-            if self._index is not None:
-                self._index.remove(existing)
+            self._index = None
         return bool(existing)
 
     # ------------------------------------------------------------------ reads
@@ -151,14 +152,14 @@ class KnowledgeBase:
         return self.collection.count()
 
     @property
-    def loaded_index(self) -> KnowledgeIndex | None:
+    def loaded_index(self) -> EvidenceIndex | None:
         """The index as last loaded, without looking for changes (None before the first load):
         for callers on the event loop that must not touch the store."""
         return self._index
 
     @property
-    def index(self) -> KnowledgeIndex:
-        """The analysed passages, loaded on first use and reloaded when another writer changed the KB."""
+    def index(self) -> EvidenceIndex:
+        """The passages, loaded on first use and reloaded when another writer changed the KB."""
         with self._lock:
             now = time.monotonic()
             if self._index is None or now - self._checked_at >= self.refresh_s:
@@ -168,24 +169,25 @@ class KnowledgeBase:
                     self.version += 1
             return self._index
 
-    def _load(self) -> KnowledgeIndex:
-        index = KnowledgeIndex()
-        got = self.collection.get(include=["documents", "metadatas"])
-        index.add(Passage.analysed(pid, meta.get("doc_id", pid), text or "", meta)
-                  for pid, text, meta in zip(got["ids"], got["documents"], got["metadatas"]))
-        return index
+    def _load(self) -> EvidenceIndex:
+        got = self.collection.get(include=["documents", "metadatas", "embeddings"])
+        sentences = [IndexedSentence(pid, str(meta.get("doc_id", pid)), int(meta.get("part", 0)), text or "",
+                                     is_stale(meta)) for pid, text, meta in zip(got["ids"], got["documents"], got["metadatas"])]
+        vectors = got.get("embeddings")
+        return EvidenceIndex(sentences, None if vectors is None or not len(vectors) else vectors)
 
-    def nearest(self, texts: Sequence[str], k: int = 4) -> list[list[tuple[Passage, float]]]:
-        """For each text, the k nearest passages with their cosine similarity (one Chroma query)."""
+    def search(self, queries: Sequence[str], k: int = 4) -> list[list[Evidence]]:
+        """For each query, the k best passages (BM25 + embeddings, fused by rank)."""
         index = self.index
-        if not texts or not len(index):
-            return [[] for _ in texts]
-        vectors = self.embedder.embed(list(texts))
-        result = self.collection.query(query_embeddings=vectors, n_results=min(k, len(index)), include=["distances"])
-        out: list[list[tuple[Passage, float]]] = []
-        for ids, distances in zip(result["ids"], result["distances"]):
-            out.append([(index.passages[pid], 1.0 - dist) for pid, dist in zip(ids, distances) if pid in index.passages])
-        return out
+        if not queries or not len(index):
+            return [[] for _ in queries]
+        return index.search(queries, self.embedder.embed(list(queries)), k)
+
+
+def is_stale(metadata: dict[str, Any], now: float | None = None) -> bool:
+    """A passage whose `valid_until` (ISO date) has passed is stale: kept, listed, never used to judge."""
+    until = parse_time(metadata.get("valid_until"))
+    return until is not None and until < (time.time() if now is None else now)
 
 
 def _document_of(meta: dict[str, Any]) -> Document:

@@ -1,15 +1,17 @@
 """The `poisoning` policy: keep hallucinations and planted instructions out of the context.
 
-- Answers (on_response, also sentence by sentence while streaming): claims are checked against
-  the knowledge base; a contradiction the checker is sure of (≥ confidence_threshold) is blocked,
-  turned into a 422, or annotated (`action`); one inside `quarantine_band` is held for a human.
+- Answers (on_response, also sentence by sentence while streaming): each claim, read as an answer
+  to the user's question, is checked against the evidence retrieved for it (assess.py) by the
+  configured checker (`checker: local | nli | llm | hybrid`, checkers/); a contradiction the
+  checker is sure of (≥ confidence_threshold) is blocked, turned into a 422, or annotated
+  (`action`); one inside `quarantine_band` is held for a human.
 - Inputs (on_request, `check_inputs`): assistant and tool messages of the incoming context are
   checked the same way, and against the flag rules (prompt injection in tool results); a bad one
   is replaced by a short note (`input_action: drop`) or the request is refused (`reject`).
   Verdicts are cached per message hash, so a growing conversation costs one check per new message.
-- Grounding (`grounding: covered_subjects`, opt-in, answers only): a claim about a subject the KB
-  covers that the KB does not back (an invented cast member, a made-up date) is UNSUPPORTED and
-  goes through the same thresholds (grounding.py). Off by default: what the KB does not say passes.
+- Every verdict says which checker decided, in how long and (model checkers) for how many tokens:
+  metrics ctxwarden.poisoning.verdicts / checker_ms / judge_tokens, the validation note, and the
+  quarantine record.
 - Metrics: checked items, blocked attempts and quarantined items by type, the poisoning rate over
   `alert_window` seconds with a log alert above `alert_rate`, the quarantine size by type.
 The admin API (KB documents, quarantine review) is in admin.py.
@@ -27,14 +29,14 @@ from typing import Any
 from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
-from ..text.claims import find_mentions
 from .admin import Route, routes
-from .assess import Assessment, apply_judge, assess_local
-from .check import UNSUPPORTED, LLMJudge, LocalChecker
+from .assess import Assessment, assess, retrieve
+from .checkers import build_checker
+from .checkers.local import LocalChecker
 from .config import PoisoningConfig
 from .findings import MARK, Finding, header_safe, short
 from .flags import FlagRules
-from .grounding import Grounder
+from .gate import releasable
 from .kb import KnowledgeBase
 from .quarantine import APPROVED, REJECTED, QuarantineStore
 from .scores import Scores, accuracy, completeness, relevance
@@ -54,10 +56,8 @@ class PoisoningPolicy(BasePolicy):
 
     def __init__(self, config: PoisoningConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.checker = LocalChecker(config.similarity_floor)
-        self.grounder = Grounder() if config.grounding == "covered_subjects" else None
-        self.judge = (LLMJudge(services.complete, config.judge_model)
-                      if config.judge_model and config.judge_when != "never" and services.complete else None)
+        self.local = LocalChecker()
+        self.checker = build_checker(config, services, self.local)
         self.flags = FlagRules(config.flag_rules)
         self.stats = PoisoningStats(config.alert_window, config.alert_rate, config.alert_min_samples)
         self._kbs: dict[str | None, KnowledgeBase] = {}
@@ -83,6 +83,11 @@ class PoisoningPolicy(BasePolicy):
             self._quarantine = QuarantineStore(self.services.store, self.services.embedder)
         return self._quarantine
 
+    async def aclose(self) -> None:
+        close = getattr(self.checker, "aclose", None)  # the judge's own HTTP client (judge.base_url)
+        if close is not None:
+            await close()
+
     def forget_verdicts(self) -> None:
         """After a review: cached input verdicts may now be wrong (an approved item is allowed)."""
         self._verdicts.clear()
@@ -90,19 +95,8 @@ class PoisoningPolicy(BasePolicy):
     # ------------------------------------------------------------------ answers
 
     def stream_releasable(self, ex: Exchange, pending: str) -> int:
-        """Text flows until the sentence names something (a name, number, date or KB term): from
-        there it is held until the sentence is judged. A word still being written is held too (it
-        may become a name), and so is a last capitalised word ("The" may open "The Eiffel Tower").
-        With an empty knowledge base nothing can be judged: all of it flows."""
         kb = self._kbs.get(ex.tenant)
-        index = kb.loaded_index if kb is not None else None
-        if index is None:
-            return 0  # not loaded yet (on_request loads it for streams): hold, as before
-        if len(index) == 0:
-            return len(pending)
-        end = _settled_end(pending)
-        mentions = find_mentions(pending[:end], index.lexicon)
-        return mentions[0].start if mentions else end
+        return releasable(pending, kb.loaded_index if kb is not None else None)
 
     async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
         if answer.partial:
@@ -130,9 +124,9 @@ class PoisoningPolicy(BasePolicy):
         context = _OUR_NOTES.sub("", answer.prior_text) if answer.partial else ""
         started = time.perf_counter()
         try:
-            assessment = await asyncio.to_thread(assess_local, text, self.kb(ex.tenant), self.checker, context,
-                                                 self.config.top_k, self._conversation(ex), self.grounder)
-            await self._judge(ex, assessment)
+            claims = await asyncio.to_thread(retrieve, text, self.kb(ex.tenant), self._question(ex), context,
+                                             self.config.top_k)
+            assessment = await self._assess(ex, claims)
         except Exception as exc:
             return self._failed(ex, exc, "answer")
         self.services.metrics.record("ctxwarden.poisoning.validation_ms", (time.perf_counter() - started) * 1000,
@@ -143,6 +137,19 @@ class PoisoningPolicy(BasePolicy):
         finding = Finding.of(worst) if worst else None
         ex.notes.answer_checked = True  # on_complete counts the answer once (its type when poisoned)
         return await self._decide_answer(ex, finding, (answer.prior_text + answer.text) if answer.partial else answer.text)
+
+    async def _assess(self, ex: Exchange, claims: list) -> Assessment:
+        """Verdicts from the configured checker, each reported by who decided and what it cost."""
+        assessment = await assess(claims, self.checker, ex)
+        for event in assessment.events:
+            detail = {k: v for k, v in event.items() if k != "event"}
+            self.record(ex, str(event.get("event", "checker_event")), **detail)
+        for v in assessment.verdicts:
+            self.services.metrics.add("ctxwarden.poisoning.verdicts", 1, checker=v.checker, verdict=v.label)
+            self.services.metrics.record("ctxwarden.poisoning.checker_ms", v.latency_ms, checker=v.checker)
+            if v.tokens:
+                self.services.metrics.add("ctxwarden.poisoning.judge_tokens", v.tokens, checker=v.checker)
+        return assessment
 
     async def _decide_answer(self, ex: Exchange, finding: Finding | None, full_text: str) -> Verdict | None:
         if finding is None:
@@ -161,17 +168,11 @@ class PoisoningPolicy(BasePolicy):
             return self._act(ex, finding)
         return await self._quarantine_answer(ex, finding, full_text)
 
-    def _conversation(self, ex: Exchange) -> list[str]:
-        """The texts before the answer: all of them when grounding (what the user or a tool said is
-        grounded), else only the last (what "she" in the answer's first claim may refer to)."""
-        texts: list[str] = []
-        for message in reversed(ex.messages):
-            text = _OUR_NOTES.sub("", content_text(message))
-            if text.strip():
-                texts.append(text)
-                if self.grounder is None:
-                    break
-        return texts[::-1]
+    @staticmethod
+    def _question(ex: Exchange) -> str:
+        """The user's last message: what the answer answers."""
+        i = last_user_index(ex.messages)
+        return _OUR_NOTES.sub("", content_text(ex.messages[i])).strip()[-2000:] if i >= 0 else ""
 
     def _act(self, ex: Exchange, finding: Finding) -> Verdict | None:
         notice = (f'{MARK} Content rejected: hallucination detected. The claim "{finding.claim}" {finding.against_kb()} '
@@ -180,13 +181,12 @@ class PoisoningPolicy(BasePolicy):
         ex.notes.answer_kind = finding.kind
         if self.config.action == "annotate":
             self.record(ex, "annotated", claim=finding.claim, evidence=finding.evidence, kind=finding.kind,
-                        verdict=finding.verdict)
-            label = "unsupported" if finding.verdict == UNSUPPORTED else "hallucination"
+                        checker=finding.checker)
             ex.response_headers["x-ctxwarden-warning"] = header_safe(
-                f'{label}; claim="{finding.claim}"; kb="{finding.evidence}"; confidence={finding.confidence:.2f}')
+                f'hallucination; claim="{finding.claim}"; kb="{finding.evidence}"; confidence={finding.confidence:.2f}')
             return None
         self.record(ex, "blocked", claim=finding.claim, evidence=finding.evidence, kind=finding.kind,
-                    confidence=round(finding.confidence, 3), verdict=finding.verdict)
+                    confidence=round(finding.confidence, 3), checker=finding.checker)
         if self.config.action == "error":
             return Reject(422, "hallucination_detected", notice.removeprefix(MARK).strip())
         return Block("hallucination_detected", notice)
@@ -195,34 +195,25 @@ class PoisoningPolicy(BasePolicy):
         item = await asyncio.to_thread(
             self.quarantine.put, full_text, tenant=ex.tenant, kind=finding.kind, source="answer", claim=finding.claim,
             evidence=finding.evidence, confidence=finding.confidence, request_id=ex.request_id,
-            session=ex.session_id, model=ex.model)
+            session=ex.session_id, model=ex.model, checker=finding.checker)
         ex.notes.answer_kind = finding.kind
-        self.record(ex, "quarantined", quarantine_id=item["id"], claim=finding.claim, kind=finding.kind, verdict=finding.verdict)
+        self.record(ex, "quarantined", quarantine_id=item["id"], claim=finding.claim, kind=finding.kind,
+                    checker=finding.checker)
         self.services.metrics.add("ctxwarden.poisoning.quarantined", 1, type=finding.kind, source="answer")
         await self.refresh_quarantine_gauge()
         return Block("quarantined", (
             f'{MARK} This answer is held for human review (quarantine id {item["id"]}): the claim "{finding.claim}" '
             f'{finding.against_kb(may=True)} (confidence {finding.confidence:.2f}).'))
 
-    async def _judge(self, ex: Exchange, assessment: Assessment) -> None:
-        if self.judge is None or not assessment.checks:
-            return
-        await apply_judge(assessment, self.judge, self.config.judge_when, self.config.confidence_threshold,
-                          self.config.similarity_floor, ex)
-        if assessment.judged:
-            self.record(ex, "judged", claims=assessment.judged, model=self.config.judge_model)
-        if assessment.judge_errors:
-            self.record(ex, "judge_failed", claims=assessment.judge_errors)
-
     async def _report_scores(self, ex: Exchange, answer: Answer, assessment: Assessment) -> None:
         """Quality scores for a whole answer: header x-ctxwarden-validation, metrics, ex.notes."""
         query_index = last_user_index(ex.messages)
         query = content_text(ex.messages[query_index]) if query_index >= 0 else ""
         vectors = await asyncio.to_thread(self.services.embedder.embed, [answer.text, query]) if query else [None, None]
-        scores = Scores(relevance(vectors[0], vectors[1]), accuracy(assessment.checks), assessment.fresh_share,
+        scores = Scores(relevance(vectors[0], vectors[1]), accuracy(assessment.verdicts), assessment.fresh_share,
                         completeness(answer.text, ex.body, answer.finish_reason))
-        ex.notes.validation = {"quality": scores.quality, **scores.__dict__, "claims": assessment.claims,
-                                  "checked": [c.as_dict() for c in assessment.checks]}
+        ex.notes.validation = {"quality": scores.quality, **scores.__dict__, "claims": len(assessment.claims),
+                               "checked": [v.as_dict() for v in assessment.verdicts]}
         ex.response_headers["x-ctxwarden-validation"] = scores.header()
         self.services.metrics.record("ctxwarden.validation.quality", scores.quality)
         self.services.metrics.record("ctxwarden.validation.accuracy", scores.accuracy)
@@ -291,21 +282,16 @@ class PoisoningPolicy(BasePolicy):
         return out
 
     async def _check_input(self, ex: Exchange, kb: KnowledgeBase, role: str, text: str) -> Finding | None:
-        flagged, assessment = await asyncio.to_thread(self._check_input_locally, kb, role, text)
-        if flagged is not None or assessment is None:
-            return flagged
-        await self._judge(ex, assessment)
-        worst = assessment.worst
-        return Finding.of(worst) if worst and worst.confidence >= self.config.quarantine_band[0] else None
-
-    def _check_input_locally(self, kb: KnowledgeBase, role: str, text: str) -> tuple[Finding | None, Assessment | None]:
-        """Flag rules first (a match needs no KB), then the claims (worker thread: regexes on big tool results)."""
+        """Flag rules first (a match needs no KB), then the claims (retrieval in a worker thread:
+        big tool results)."""
         flag = self.flags.check(role, text)
         if flag is not None:
-            return Finding("prompt_injection", flag.excerpt, f"flag rule {flag.rule!r}", 1.0, flagged=True), None
+            return Finding("prompt_injection", flag.excerpt, f"flag rule {flag.rule!r}", 1.0, flagged=True)
         if role not in CHECKED_ROLES:
-            return None, None
-        return None, assess_local(text, kb, self.checker, "", self.config.top_k)
+            return None
+        claims = await asyncio.to_thread(retrieve, text, kb, "", "", self.config.top_k)
+        worst = (await self._assess(ex, claims)).worst
+        return Finding.of(worst) if worst and worst.confidence >= self.config.quarantine_band[0] else None
 
     async def _decide_input(self, ex: Exchange, i: int, role: str, text: str, finding: Finding,
                             replaced: dict[int, Message]) -> Verdict | None:
@@ -328,7 +314,7 @@ class PoisoningPolicy(BasePolicy):
         item = await asyncio.to_thread(
             self.quarantine.put, text, tenant=ex.tenant, kind=finding.kind, source=f"input:{role}", claim=finding.claim,
             evidence=finding.evidence, confidence=finding.confidence, request_id=ex.request_id,
-            session=ex.session_id, model=ex.model)
+            session=ex.session_id, model=ex.model, checker=finding.checker)
         self.record(ex, "input_quarantined", index=i, role=role, quarantine_id=item["id"])
         self.services.metrics.add("ctxwarden.poisoning.quarantined", 1, type=finding.kind, source="input")
         await self.refresh_quarantine_gauge()
@@ -386,15 +372,3 @@ class PoisoningPolicy(BasePolicy):
 
     def stats_snapshot(self) -> dict[str, Any]:
         return self.stats.snapshot()
-
-
-_LAST_WORD = re.compile(r"(\S+)\s+$")
-
-
-def _settled_end(pending: str) -> int:
-    """Where the words that can no longer grow into a name end: before the word still being
-    written, and before the run of complete words at the end that start with a capital or a digit."""
-    end = max(pending.rfind(" "), pending.rfind("\n")) + 1
-    while (last := _LAST_WORD.search(pending, 0, end)) and (last.group(1)[0].isupper() or last.group(1)[0].isdigit()):
-        end = last.start(1)  # a run of capitalised words may be one name still being written
-    return end

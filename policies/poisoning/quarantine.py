@@ -41,7 +41,8 @@ class QuarantineStore:
         return self.store.collection(COLLECTION)
 
     def put(self, text: str, *, tenant: str | None, kind: str, source: str, claim: str, evidence: str,
-            confidence: float, request_id: str = "", session: str = "", model: str = "") -> dict[str, Any]:
+            confidence: float, request_id: str = "", session: str = "", model: str = "",
+            checker: str = "local") -> dict[str, Any]:
         """Hold `text` for review; the same text again only counts another occurrence."""
         qid = item_id(text, tenant)
         with self._lock:
@@ -57,7 +58,7 @@ class QuarantineStore:
                 "status": PENDING, "type": kind or "unknown", "source": source, "claim": claim,
                 "evidence": evidence, "confidence": round(float(confidence), 3), "tenant": tenant or "",
                 "request_id": request_id, "session": session, "model": model, "created_at": now,
-                "last_seen": now, "occurrences": 1, "reviewed_at": 0.0, "note": "",
+                "last_seen": now, "occurrences": 1, "reviewed_at": 0.0, "note": "", "checker": checker,
             }
             vector = self.embedder.embed([text])
             self.collection.add(ids=[qid], documents=[text], metadatas=[meta], embeddings=vector)

@@ -2,7 +2,7 @@
 
 - relevance: cosine similarity of the answer and the user's last message (embeddings);
 - accuracy: 1.0 with no verifiable claim; else the share of decided claims the KB supports
-  (a contradicted claim, or with grounding an unsupported one, counts 1 - its confidence);
+  (a contradicted claim counts 1 - its confidence);
 - freshness: the share of KB passages used as evidence that are not past their `valid_until`
   (stale passages are never used to judge, so this is 1.0 unless evidence went stale);
 - completeness: with `response_format` json_schema, the share of required fields the JSON answer
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .check import CONTRADICTED, SUPPORTED, UNSUPPORTED, ClaimCheck
+from .checkers.base import CONTRADICTED, SUPPORTED, ClaimVerdict
 
 WEIGHTS = {"relevance": 0.3, "accuracy": 0.4, "freshness": 0.1, "completeness": 0.2}
 
@@ -37,11 +37,11 @@ class Scores:
         return "; ".join(f"{k}={v:.2f}" for k, v in (("quality", self.quality), *((k, getattr(self, k)) for k in WEIGHTS)))
 
 
-def accuracy(checks: Sequence[ClaimCheck]) -> float:
-    decided = [c for c in checks if c.verdict in (SUPPORTED, CONTRADICTED, UNSUPPORTED)]
+def accuracy(verdicts: Sequence[ClaimVerdict]) -> float:
+    decided = [v for v in verdicts if v.label in (SUPPORTED, CONTRADICTED)]
     if not decided:
         return 1.0  # no verifiable claim: nothing is wrong
-    return sum(1.0 if c.verdict == SUPPORTED else 1.0 - c.confidence for c in decided) / len(decided)
+    return sum(1.0 if v.label == SUPPORTED else 1.0 - v.confidence for v in decided) / len(decided)
 
 
 def completeness(answer_text: str, body: dict[str, Any], finish_reason: str | None) -> float:

@@ -6,6 +6,7 @@ import re
 
 from .lexicon import KNOWN_PLACE_RE, NOT_PLACES, canonical_place
 from .model import Kind, Sentence, Statement
+from .subject import subject_of
 
 
 def stmt(
@@ -20,6 +21,7 @@ def stmt(
     display: str | None = None,
     negated: bool | None = None,
     substitutable: bool = True,
+    subject: tuple[str, ...] | None = None,
 ) -> Statement:
     """A statement found at sentence-relative span [vstart, vend)."""
     return Statement(
@@ -36,6 +38,10 @@ def stmt(
         vend=s.start + vend,
         changes=s.changes,
         substitutable=substitutable,
+        subject=subject_of(s, vstart, vend) if subject is None else subject,
+        correction=s.correction,
+        step=s.new_step and not s.correction,
+        request=s.imperative,
     )
 
 

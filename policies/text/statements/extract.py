@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .generic import clause_statements, typed_statements
 from .model import Statement, split_sentences
 from .rules import RULES
 
@@ -16,7 +17,13 @@ def extract(text: str) -> tuple[Statement, ...]:
         found: list[Statement] = []
         for rule in RULES:
             found.extend(rule(sentence))
-        out.extend(_unambiguous(found))
+        specific = _unambiguous(found)
+        taken = [(st.vstart, st.vend) for st in found if not st.slot.endswith(".?")]
+        generic = [st for st in typed_statements(sentence) if not any(st.vstart < b and a < st.vend for a, b in taken)]
+        claimed = specific + generic
+        whole = [st for st in clause_statements(sentence)
+                 if not any(st.vstart <= other.vstart < st.vend for other in found + generic)]
+        out.extend(sorted(claimed + whole, key=lambda st: (st.start, st.vstart)))
     return tuple(out)
 
 

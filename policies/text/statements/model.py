@@ -38,6 +38,10 @@ class Statement:
     vend: int
     changes: bool  # the sentence announces a change ("actually", "instead", "now")
     substitutable: bool = True  # the literal can be swapped for a newer value (merge); not "budget hotels"
+    subject: tuple[str, ...] = ()  # what the value is about, in order (subject.py): ("^q3", "infrastructure", "budget")
+    correction: bool = False  # the sentence corrects something said before ("sorry, I meant ...")
+    step: bool = False  # the value is the argument of a new run of a step ("retry with 150 euros")
+    request: bool = False  # the sentence asks the agent to do something now ("show me page 2")
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -61,18 +65,28 @@ _IMPERATIVE = re.compile(
 _REQUEST_QUESTION = re.compile(
     r"^(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?:book|find|get|reserve|switch|change|make|put|give|"
     r"move|update|set|search|look)\b|^(?:can|could|may)\s+(?:i|we)\s+(?:please\s+)?(?:get|have|book|switch|change)\b"
-    r"|^(?:how|what)\s+about\b.*\binstead\b"
+    r"|^(?:how|what)\s+about\b.*\binstead\b|^(?:can|could)\b.*\binstead\b"
 )
 _CHANGE = re.compile(
     r"\b(?:actually|instead|changed? (?:my|our) minds?|on second thought|scratch that|correction|i meant|i mean|"
     r"make (?:it|that)|switch(?:ed)?|change[ds]?|no longer|anymore|any more|rather|update[ds]?|now|no wait|"
     r"wait|sorry|oops|let'?s go with|new plan|forget|cancel(?:led)?|moved|just to clarify|to clarify)\b"
 )
+_CORRECTION = re.compile(
+    r"\b(?:correction|to correct|correct(?:ing)? (?:that|myself|this)|i meant|i mean|sorry|oops|typo|my (?:mistake|bad)|"
+    r"mis(?:read|typed|spoke|remembered)|(?:got|had) it wrong|let me (?:fix|correct|rephrase)|scratch that|no wait|"
+    r"wait,|actually,? make (?:it|that)|(?:should|would) have said|i said \S+ but)\b"
+)
+_NEW_STEP = re.compile(
+    r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next|another|try|the same (?:for|with|on)|too|"
+    r"as well)\b|\bthen\W*$|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
+)
+_SPEAKER_FIRST = re.compile(r"(?:i|we|my|our)\b")  # "I want a budget hotel again" states, it runs nothing
 _NEGATOR = re.compile(
     r"\b(?:not|no|never|nor|without|instead of|rather than|no longer|forget|avoid|skip|hate|dislike|"
     r"nothing|none)\b|n't\b|\bdont\b|\bcant\b"
 )
-_NOT_A_NEGATION = re.compile(r"\bno\b(?=[\s,!.-]*(?:i|i'm|im|we|we're|it|it's|that|actually|wait|sorry|thanks|thank|make|let's)\b)|\bno (?:more|less|later|earlier|fewer) than\b|\bnot (?:more|less|later|earlier|over|above|exceed\w*)\b|\b(?:not|n't)\s+(?:sure|certain|only|just|too|very|much|bad|a problem|an issue|mind)\b|\bno\s+(?:problem|worries)\b|\bnot\s+\w+\s+but\b")
+_NOT_A_NEGATION = re.compile(r"\bno\b(?=[\s,!.-]*(?:i|i'm|im|we|we're|it|it's|that|actually|wait|sorry|thanks|thank|make|let's)\b)|\bno (?:more|less|later|earlier|fewer|longer|shorter|bigger|larger|smaller|higher|lower|greater) than\b|\bnot (?:more|less|later|earlier|over|above|exceed\w*)\b|\b(?:not|n't)\s+(?:sure|certain|only|just|too|very|much|bad|a problem|an issue|mind)\b|\bno\s+(?:problem|worries)\b|\bnot\s+\w+\s+but\b")
 _POST_NEGATION = re.compile(
     r"^[^,;]{0,30}?\b(?:(?:is|are)\s+)?(?:not|n't|no longer)\s+(?:\w+\s+)?(?:needed|necessary|an option|options|required|"
     r"ok|okay|fine|wanted|important|possible|a priority|what i want|for me)\b|^[^,;]{0,30}?\b(?:anymore|any more|is out|are out)\b"
@@ -131,6 +145,8 @@ class Sentence:
     elliptical: bool
     third_party: bool
     changes: bool
+    correction: bool  # an explicit correction of something said before
+    new_step: bool  # a request to run a step again or the next one, with other arguments
     boundaries: tuple[tuple[int, int], ...]  # clause separators (",", "but", ";", ...) as spans
 
     @property
@@ -210,5 +226,7 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
         elliptical=len(_WORD.findall(lower)) <= ELLIPTICAL_WORDS,
         third_party=_third_party(lower),
         changes=bool(_CHANGE.search(lower)),
+        correction=bool(_CORRECTION.search(lower)),
+        new_step=bool(_NEW_STEP.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
         boundaries=tuple(m.span() for m in _CLAUSE.finditer(lower)),
     )

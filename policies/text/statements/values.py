@@ -114,20 +114,15 @@ def counts(s: Sentence) -> Iterator[Statement]:
             yield _count(s, "people", 1, m.start(group), m.end(group), m.end(), substitutable=False)
 
 
-_QUALIFIER = re.compile(r"\s+(?:for|to|at|in|on)\s+(?:the\s+|a\s+|an\s+)?([a-z][\w']*(?:\s+(?!(?:and|but|or|please|instead|now|then)\b)[a-z][\w']*)?)")
-_NOT_QUALIFIERS = {"me", "us", "you", "them", "now", "total", "all", "everyone", "sure", "it", "that", "this", "whole", "people"}
 
 
 def _count(s: Sentence, noun: str, number: int, vstart: int, vend: int, end: int, substitutable: bool = True) -> Statement:
-    """A count, qualified by what it is for when the sentence says ("3 nights in Rome", "2 tickets for the show")."""
+    """A count, qualified by the place it is for ("3 nights in Rome"); what else it is for is in its subject."""
     slot = scoped(f"count.{noun}", s)
     where = re.match(r"\s+(?:in|at)\s+", s.lower[end:])
     place = place_at(s, end + where.end()) if where else None
-    qualifier = _QUALIFIER.match(s.lower, end)
     if place:
         slot = f"{slot}>{place[0]}"
-    elif qualifier and qualifier.group(1).split()[0] not in _NOT_QUALIFIERS:
-        slot = f"{slot}>{qualifier.group(1)}"
     label = "number of people" if noun == "people" else f"number of {noun}"
     return stmt(s, slot, "value", str(number), label, vstart, vend, substitutable=substitutable)
 

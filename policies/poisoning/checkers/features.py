@@ -1,0 +1,224 @@
+"""What the local checker measures when it lays a claim next to its evidence.
+
+- coverage: how much of the question's subject (its names, else its content words) the evidence
+  mentions — evidence about something else can neither back nor refute the claim;
+- the answer's own slots (names, quantities, dates not already in the question) and content
+  words, and the share of each the evidence backs;
+- conflicts: a quantity or date of the same kind with another value in the evidence sentence
+  aligned with the claim, another name in the evidence that answers the question where the claim
+  names an unbacked one, a negation one side has and the other lacks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ...text.slots import Slot, agree, content_words, fold, negated, slots
+from .base import ClaimToCheck, Evidence
+
+# Weights of the contradiction score (a logistic model over the features below), fitted on the
+# dev half of HaluEval QA with bench/poisoning.py --fit; the held-out half reports the result.
+WEIGHTS = {
+    "bias": -0.66,
+    "unbacked_slots": 2.21,  # share of the answer's own names/quantities/dates the evidence lacks
+    "unbacked_words": 5.19,  # share of the answer's own content words the evidence lacks
+    "unbacked_any": 2.54,  # any of its own names/quantities/dates unbacked
+    "value_conflict": 0.5,  # a quantity/date of the same kind with another value (also counted as unbacked)
+    "name_conflict": 1.28,  # an unbacked name where the evidence has one the question did not give
+    "negation_conflict": 1.7,
+    "coverage": -0.73,
+    "distance": 1.11,  # 1 - cosine similarity of question + claim and the closest evidence sentence
+    "rival_predicate": 1.95,  # the claim's predicate words sit in evidence with another name
+}
+
+FLOORS = {"value_conflict": 0.92, "negation_conflict": 0.85, "name_conflict": 0.85}
+WORDING_CAP = 0.4  # unbacked wording alone (every name/number/date backed): passes by default
+UNBACKED_CAP = 0.45  # an unbacked name/number/date the KB names no rival for: unverifiable, passes
+
+
+@dataclass
+class ClaimFeatures:
+    best_evidence: Evidence
+    coverage: float = 0.0
+    own_slots: list[Slot] = field(default_factory=list)
+    unbacked: list[Slot] = field(default_factory=list)
+    own_words: int = 0
+    unbacked_words: int = 0
+    value_conflict: bool = False
+    name_conflict: bool = False
+    negation_conflict: bool = False
+    similarity: float = 0.0  # the closest evidence sentence's cosine similarity to question + claim
+    rival_predicate: bool = False  # the claim's predicate words sit in evidence with another name
+
+    @property
+    def backed(self) -> bool:
+        return not self.unbacked and self.unbacked_words <= max(1, self.own_words // 4) and not self.negation_conflict
+
+    @property
+    def kind(self) -> str:
+        if self.value_conflict:
+            return "wrong_date" if any(s.kind == "date" for s in self.unbacked) else "wrong_number"
+        if self.negation_conflict:
+            return "negated_fact"
+        if self.name_conflict or any(s.kind == "name" for s in self.unbacked):
+            return "wrong_entity"
+        return "unsupported_detail"
+
+    def vector(self) -> dict[str, float]:
+        """Each signal weighed by coverage: unbacked content matters where the KB covers the subject."""
+        c = self.coverage
+        return {
+            "unbacked_slots": c * (len(self.unbacked) / len(self.own_slots) if self.own_slots else 0.0),
+            "unbacked_words": c * (self.unbacked_words / self.own_words if self.own_words else 0.0),
+            "unbacked_any": c * float(bool(self.unbacked)),
+            "value_conflict": c * float(self.value_conflict),
+            "name_conflict": c * float(self.name_conflict),
+            "negation_conflict": c * float(self.negation_conflict),
+            "coverage": c,
+            "distance": c * (1.0 - self.similarity),
+            "rival_predicate": c * float(self.rival_predicate),
+        }
+
+    def contradiction_score(self) -> float:
+        """The fitted model's probability, raised to a floor for a clear slot conflict where the
+        KB covers the subject (another value of the same kind, a negated statement, another name
+        in the same role), and capped below blocking when nothing but wording is unbacked."""
+        z = WEIGHTS["bias"] + sum(WEIGHTS[k] * v for k, v in self.vector().items())
+        p = 1.0 / (1.0 + math.exp(-z))
+        floor = max(FLOORS["value_conflict"] * self.value_conflict, FLOORS["negation_conflict"] * self.negation_conflict,
+                    FLOORS["name_conflict"] * self.name_conflict)
+        if not (self.unbacked or self.negation_conflict or self.rival_predicate):
+            p = min(p, WORDING_CAP)
+        elif not (self.value_conflict or self.name_conflict or self.negation_conflict):
+            p = min(p, UNBACKED_CAP)
+        return max(p, floor * self.coverage)
+
+
+@lru_cache(maxsize=50_000)
+def _slots_of(text: str) -> tuple[Slot, ...]:
+    return tuple(slots(text))
+
+
+@lru_cache(maxsize=50_000)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(content_words(text))
+
+
+def features_of(claim: ClaimToCheck) -> ClaimFeatures:
+    evidence = claim.evidence
+    asked = _slots_of(claim.question)
+    said = [s for s in _slots_of(claim.text) if not any(agree(s, q) for q in asked)]
+    ev_text = " ".join(e.window for e in evidence)
+    ev_slots = _slots_of(ev_text)
+    ev_folded = fold(ev_text)
+    unbacked = [s for s in said if not any(agree(s, e) for e in ev_slots) and fold(s.text) not in ev_folded]
+    ev_words = _words_of(ev_text)
+    own_words = _words_of(claim.text) - _words_of(claim.question) - {w for s in said for w in content_words(s.text)}
+    # what the answer is about: the question's subject, or (a question like "tell me more") the claim's
+    subjects = _names_in(claim.text) or _names_in(claim.context)[:1]
+    coverage = max([_coverage(claim.question, asked, ev_text) if claim.question else 0.0]
+                   + [_coverage(n, _slots_of(n), ev_text) for n in subjects])
+    f = ClaimFeatures(best_evidence=_aligned(claim), coverage=coverage,
+                      own_slots=said, unbacked=unbacked, own_words=len(own_words),
+                      unbacked_words=len(own_words - ev_words))
+    aligned = f.best_evidence.sentence
+    about = [x for x in evidence if _mentions_subject(x.window, asked, said)] or [f.best_evidence]
+    f.value_conflict = any(_conflicts(s, _slots_of(x.sentence)) for x in about for s in unbacked
+                           if s.kind in ("number", "date"))
+    about_slots = _slots_of(" ".join(x.window for x in about))
+    off_subject = [s for s in said if s.kind == "name" and not any(agree(s, e) for e in about_slots)]
+    f.name_conflict = _name_conflict(claim, aligned, unbacked, off_subject, asked, said)
+    f.similarity = max(e.similarity for e in evidence)
+    f.rival_predicate = _rival_predicate(claim, said, asked, own_words)
+    f.negation_conflict = (len(_words_of(claim.text)) >= 3 and negated(claim.text) != negated(aligned)
+                           and _overlap(claim.text, aligned) >= 0.6)
+    return f
+
+
+def _mentions_subject(window: str, asked: tuple[Slot, ...], said: list[Slot]) -> bool:
+    """Evidence about the same subject: it names what the question (else the claim) names."""
+    names = [s for s in asked if s.kind == "name"] or [s for s in said if s.kind == "name"][:1]  # "X is in Y": X
+    ev = _slots_of(window)
+    return any(agree(n, e) for n in names for e in ev)
+
+
+def _name_conflict(claim: ClaimToCheck, aligned: str, unbacked: list[Slot], off_subject: list[Slot],
+                   asked: tuple[Slot, ...], said: list[Slot]) -> bool:
+    """A name the evidence about the subject lacks where that evidence names another in the same
+    role: the word before the name ("in London" / "in Paris", "by X" / "by Y"). A "Paris" found
+    only in a passage about the Louvre does not back "the Eiffel Tower is in Paris". (Any other
+    name merely next to the claim's is no rival: in open conversation the KB is rarely complete.)"""
+    rivals = [e for e in _slots_of(aligned) if e.kind == "name" and not any(agree(e, q) for q in asked)
+              and not any(agree(e, s) for s in said)]
+    if not rivals:
+        return False
+    # no word before the name (it opens the sentence: "Fantastic movie.") is no role at all
+    return any(role and role == _role(aligned, r) for s in off_subject if (role := _role(claim.text, s)) for r in rivals)
+
+
+def _role(text: str, slot: Slot) -> str:
+    before = text[: slot.start].split()
+    return before[-1].lower().strip(",;:(") if before else ""
+
+
+def _rival_predicate(claim: ClaimToCheck, said: list[Slot], asked: tuple[Slot, ...], own: frozenset[str]) -> bool:
+    """The claim's own words (its predicate: "directed", "founded") appear in an evidence sentence
+    that names someone/something the claim and the question do not, while the claim's names are
+    absent from that sentence: the KB gives that role to another."""
+    names = [s for s in said if s.kind == "name"]
+    if not names or not own:
+        return False
+    for e in claim.evidence:
+        ev_words = _words_of(e.sentence)
+        if not own & ev_words:
+            continue
+        ev_slots = _slots_of(e.sentence)
+        if any(agree(n, x) for n in names for x in ev_slots):
+            continue
+        if any(x.kind == "name" and not any(agree(x, q) for q in asked) for x in ev_slots):
+            return True
+    return False
+
+
+def _names_in(text: str) -> list[str]:
+    """Without a question that names it (a tool result, "tell me more"): what the claim is about
+    is one of the names it mentions (or, for "It opened in 1889", the text before it does)."""
+    return [s.text for s in _slots_of(text) if s.kind == "name"]
+
+
+def _aligned(claim: ClaimToCheck) -> Evidence:
+    """The evidence sentence closest to the claim: most of the claim's words, then retrieval rank."""
+    return max(claim.evidence, key=lambda e: (_overlap(claim.text, e.sentence) + _overlap(claim.question, e.sentence), e.score))
+
+
+def _overlap(a: str, b: str) -> float:
+    words = _words_of(a)
+    return len(words & _words_of(b)) / len(words) if words else 0.0
+
+
+def _coverage(question: str, asked: tuple[Slot, ...], ev_text: str) -> float:
+    """How much of what the question is about the evidence mentions: the larger of the share of
+    its names and the share of its content words found there."""
+    names = [s for s in asked if s.kind == "name"]
+    by_names = 0.0
+    if names:
+        ev_slots = _slots_of(ev_text)
+        folded = fold(ev_text)
+        by_names = sum(1 for s in names if any(agree(s, e) for e in ev_slots) or fold(s.text) in folded) / len(names)
+    words = _words_of(question)
+    by_words = len(words & _words_of(ev_text)) / len(words) if words else 0.0
+    return max(by_names, by_words)
+
+
+def _conflicts(slot: Slot, others: tuple[Slot, ...]) -> bool:
+    """Another value of the same kind (and, for quantities, the same dimension)."""
+    for o in others:
+        if o.kind != slot.kind:
+            continue
+        if slot.kind == "number" and o.value[1] != slot.value[1]:
+            continue
+        if not agree(slot, o):
+            return True
+    return False

@@ -1,0 +1,343 @@
+"""The slots that decide whether two statements agree: quantities (with units), dates, names,
+negation and the content words around them. Shared by the answer checker and the clash detector.
+
+Values are normalized so that different wordings compare equal: "8,849 m" = "8.849 km" =
+"eight thousand eight hundred and forty-nine metres"; "2 March 1991" = "March 2, 1991" and agrees
+with "1991"; "Nixon" agrees with "President Richard Nixon", "USA" with "United States of America".
+The tables here are the closed classes of English (number words, units, months, negators,
+function words), not lists of facts or sentence templates.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+# ----------------------------------------------------------------------------- words
+
+FUNCTION_WORDS = frozenset("""
+a an the and or but nor so yet of in on at to for from by with without about into onto over under
+between among through during before after above below up down out off than then as is are was
+were be been being am do does did done has have had having will would shall should can could may
+might must it its it's this that these those there here which who whom whose what when where why
+how whether if while because although though also too very just only even still already not no
+never none neither either both each every all any some many much more most less least few other
+another such same own i me my mine we us our ours you your yours he him his she her hers they yes
+them their theirs one ones s t i'm i've i'd you're we're they're isn't aren't wasn't weren't
+don't doesn't didn't won't can't cannot couldn't shouldn't wouldn't hasn't haven't hadn't
+""".split())
+NEGATORS = frozenset("not no never none neither nor cannot without n't".split())
+_NUMBER_WORDS = {w: n for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen".split())}
+_NUMBER_WORDS.update({w: 10 * (n + 2) for n, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())})
+_SCALES = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_MONTHS = {m: n + 1 for n, m in enumerate(
+    "january february march april may june july august september october november december".split())}
+_MONTHS.update({m[:3]: n for m, n in list(_MONTHS.items())})
+_MONTHS["sept"] = 9
+
+# unit → (dimension, factor to the dimension's base unit)
+_UNITS: dict[str, tuple[str, float]] = {}
+for _names, _dim, _factor in (
+    ("mm millimetre millimetres millimeter millimeters", "length", 1e-3),
+    ("cm centimetre centimetres centimeter centimeters", "length", 1e-2),
+    ("m metre metres meter meters", "length", 1.0),
+    ("km kilometre kilometres kilometer kilometers", "length", 1e3),
+    ("in inch inches", "length", 0.0254), ("ft foot feet", "length", 0.3048),
+    ("yd yard yards", "length", 0.9144), ("mi mile miles", "length", 1609.344),
+    ("mg milligram milligrams", "mass", 1e-6), ("g gram grams", "mass", 1e-3),
+    ("kg kilogram kilograms kilo kilos", "mass", 1.0), ("t tonne tonnes ton tons", "mass", 1e3),
+    ("lb lbs pound pounds", "mass", 0.45359237), ("oz ounce ounces", "mass", 0.0283495),
+    ("ms millisecond milliseconds", "time", 1e-3), ("s sec secs second seconds", "time", 1.0),
+    ("min mins minute minutes", "time", 60.0), ("h hr hrs hour hours", "time", 3600.0),
+    ("day days", "time", 86400.0), ("week weeks", "time", 604800.0),
+    ("month months", "time", 2629800.0), ("year years yr yrs", "time", 31557600.0),
+    ("decade decades", "time", 315576000.0), ("century centuries", "time", 3155760000.0),
+    ("% percent per cent", "ratio", 0.01),
+    ("$ usd dollar dollars", "usd", 1.0), ("€ eur euro euros", "eur", 1.0), ("£ gbp", "gbp", 1.0),
+    ("kb kilobyte kilobytes", "bytes", 1e3), ("mb megabyte megabytes", "bytes", 1e6),
+    ("gb gigabyte gigabytes", "bytes", 1e9), ("tb terabyte terabytes", "bytes", 1e12),
+    ("l litre litres liter liters", "volume", 1.0), ("ml millilitre millilitres milliliter milliliters", "volume", 1e-3),
+    ("°c celsius", "celsius", 1.0), ("°f fahrenheit", "fahrenheit", 1.0),
+    ("km/h kph", "speed", 1 / 3.6), ("mph", "speed", 0.44704),
+):
+    for _name in _names.split():
+        _UNITS[_name] = (_dim, _factor)
+_CONNECTORS = frozenset("of de du des la le van von der den da di del y & the".split())
+
+_WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][\w'’.\-]*|[$€£%]")
+_NUMBER = re.compile(r"(?<![\w.])([$€£])?\s?(\d{1,3}(?:[,\u00a0 ]\d{3})+|\d+)(?:\.(\d+))?(?![\d])")
+_ORDINAL_CENTURY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)[\s-]+century\b", re.I)
+_DECADE = re.compile(r"\b(1\d|20)(\d)0'?s\b")
+_YEAR = re.compile(r"(?<![\w$€£.,])(1[0-9]\d\d|20\d\d)(?![\w%]|,\d|\.\d)")
+_DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?(?:\s+of)?\s+([A-Za-z]{3,9})\.?,?\s+(\d{3,4})\b")
+_MONTH_DAY = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{3,4})\b")
+_MONTH_YEAR = re.compile(r"\b([A-Za-z]{3,9})\s+(?:of\s+)?(\d{4})\b")
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_CAPITAL = re.compile(r"[A-ZÀ-ÖØ-Þ]")
+
+
+@dataclass(frozen=True)
+class Slot:
+    kind: str  # "number" | "date" | "name"
+    text: str
+    start: int
+    end: int
+    value: tuple = ()  # number: (amount in base unit, dimension); date: (year, month, day); name: tokens
+
+    def agrees(self, other: "Slot") -> bool:
+        return agree(self, other)
+
+
+def fold(text: str) -> str:
+    """Lower case without accents or possessive marks: how names and words are compared."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return re.sub(r"['’]s\b", "", text)
+
+
+def words(text: str) -> list[str]:
+    return [w.strip(".'’-").lower() for w in _WORD.findall(text)]
+
+
+def content_words(text: str) -> set[str]:
+    """Words that carry meaning (not function words), folded, with a crude stem."""
+    return {stem(fold(w)) for w in words(text) if w and w not in FUNCTION_WORDS and not w.isdigit()}
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    for suffix in ("ies", "es", "s", "ing", "ed", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def negated(text: str) -> bool:
+    return any(w in NEGATORS or w.endswith("n't") for w in words(text))
+
+
+# ----------------------------------------------------------------------------- extraction
+
+
+def slots(text: str) -> list[Slot]:
+    """Every date, quantity and name in the text, by position (a date's digits are not also a number)."""
+    found = _dates(text)
+    taken = [(s.start, s.end) for s in found]
+    found += [s for s in _numbers(text) if not _overlaps(s, taken)]
+    taken = [(s.start, s.end) for s in found]
+    found += [s for s in _names(text) if not _overlaps(s, taken)]
+    return sorted(found, key=lambda s: s.start)
+
+
+def _overlaps(slot: Slot, spans: list[tuple[int, int]]) -> bool:
+    return any(slot.start < b and a < slot.end for a, b in spans)
+
+
+def _dates(text: str) -> list[Slot]:
+    out: list[Slot] = []
+
+    def add(m: re.Match, y: int, mo: int = 0, d: int = 0) -> None:
+        if not any(m.start() < s.end and s.start < m.end() for s in out):
+            out.append(Slot("date", m.group(0), m.start(), m.end(), (y, mo, d)))
+
+    for m in _ISO.finditer(text):
+        add(m, int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    for m in _DAY_MONTH.finditer(text):
+        if (mo := _MONTHS.get(m.group(2).lower())) and 1 <= int(m.group(1)) <= 31:
+            add(m, int(m.group(3)), mo, int(m.group(1)))
+    for m in _MONTH_DAY.finditer(text):
+        if (mo := _MONTHS.get(m.group(1).lower())) and 1 <= int(m.group(2)) <= 31:
+            add(m, int(m.group(3)), mo, int(m.group(2)))
+    for m in _MONTH_YEAR.finditer(text):
+        if (mo := _MONTHS.get(m.group(1).lower())) and m.group(1)[0].isupper():
+            add(m, int(m.group(2)), mo)
+    for m in _DECADE.finditer(text):
+        add(m, int(m.group(1) + m.group(2) + "0"), -1)  # month -1: the whole decade
+    for m in _ORDINAL_CENTURY.finditer(text):
+        add(m, (int(m.group(1)) - 1) * 100, -100)  # month -100: the whole century
+    for m in _YEAR.finditer(text):
+        add(m, int(m.group(1)))
+    return out
+
+
+def _numbers(text: str) -> list[Slot]:
+    out = [_quantity(text, m.start(), m.end(), _digits(m), m.group(1)) for m in _NUMBER.finditer(text)]
+    taken = [(s.start, s.end) for s in out]
+    return out + [s for s in _number_words(text) if not _overlaps(s, taken)]
+
+
+def _digits(m: re.Match) -> float:
+    whole = re.sub(r"[,\u00a0 ]", "", m.group(2))
+    return float(f"{whole}.{m.group(3)}") if m.group(3) else float(whole)
+
+
+def _quantity(text: str, start: int, end: int, amount: float, currency: str | None) -> Slot:
+    """The number with what follows it: a scale word ("3.5 million"), then a unit ("km", "euros")."""
+    rest = text[end:]
+    # "3.5 million"; "$3.5m" and "5k" only with a currency or glued on ("8,849 m" is metres)
+    scale = re.match(r"\s*(hundred|thousand|million|billion|trillion)\b", rest, re.I) or (
+        re.match(r"(k|mn|m|bn|b)\b", rest, re.I) if currency or re.match(r"[kK]\b", rest) else None)
+    if scale:
+        word = scale.group(1).lower()
+        amount *= _SCALES.get(word, {"k": 1e3, "m": 1e6, "mn": 1e6, "b": 1e9, "bn": 1e9}.get(word, 1))
+        end += scale.end()
+        rest = text[end:]
+    unit_match = re.match(r"\s*(km/h|°[cf]|%|[a-zA-Z]+)", rest)
+    dim = "count"
+    if currency:
+        dim, factor = _UNITS[currency]
+        amount *= factor
+    elif unit_match and unit_match.group(1).lower() in _UNITS:
+        dim, factor = _UNITS[unit_match.group(1).lower()]
+        amount *= factor
+        end += unit_match.end()
+    return Slot("number", text[start:end].strip(), start, end, (amount, dim))
+
+
+def _number_words(text: str) -> list[Slot]:
+    """Spelled-out numbers of two words or more, or with a unit ("eight thousand ... metres",
+    "three hours"); a lone "one" is usually not a quantity."""
+    out: list[Slot] = []
+    spans = [(m.start(), m.end(), m.group(0).lower()) for m in re.finditer(r"[A-Za-z]+", text)]
+    i = 0
+    while i < len(spans):
+        j, total, current, used = i, 0.0, 0.0, 0
+        while j < len(spans) and (spans[j][2] in _NUMBER_WORDS or spans[j][2] in _SCALES or (used and spans[j][2] == "and")):
+            word = spans[j][2]
+            if word in _NUMBER_WORDS:
+                current += _NUMBER_WORDS[word]
+            elif word in _SCALES:
+                current = max(current, 1) * _SCALES[word]
+                if _SCALES[word] >= 1000:
+                    total, current = total + current, 0.0
+            used += word != "and"
+            j += 1
+        while j > i and spans[j - 1][2] == "and":
+            j -= 1
+        if used:
+            slot = _quantity(text, spans[i][0], spans[j - 1][1], total + current, None)
+            if used >= 2 or slot.value[1] != "count":
+                out.append(slot)
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def _names(text: str) -> list[Slot]:
+    """Runs of capitalised words (joined by "of", "de", "and"...), quoted titles, acronyms. A
+    sentence's first word counts only when it is not a function word ("The", "In")."""
+    out: list[Slot] = []
+    for m in re.finditer(r"[\"“]([^\"”]{2,80})[\"”]", text):
+        out.append(Slot("name", m.group(1), m.start(1), m.end(1), name_key(m.group(1))))
+    tokens = list(re.finditer(r"[\w][\w'’.\-]*", text))
+    run: list[re.Match] = []
+    for tok in tokens + [None]:
+        joined = tok is not None and (not run or text[run[-1].end():tok.start()].isspace())
+        if joined and _is_name_word(tok, text, run):
+            run.append(tok)
+            continue
+        _close_run(run, text, out)
+        run = [tok] if tok is not None and _is_name_word(tok, text, []) else []
+    return out
+
+
+def _close_run(run: list, text: str, out: list[Slot]) -> None:
+    while run and run[-1].group(0).lower() in _CONNECTORS:
+        run.pop()
+    if run:
+        start, end = run[0].start(), run[-1].end()
+        phrase = text[start:end].rstrip(".")
+        if not any(s.start <= start and end <= s.end for s in out) and name_key(phrase):
+            out.append(Slot("name", phrase, start, start + len(phrase), name_key(phrase)))
+
+
+def _is_name_word(tok: re.Match, text: str, run: list) -> bool:
+    word = tok.group(0)
+    if run and word.lower() in _CONNECTORS:
+        return True
+    if not _CAPITAL.match(word):
+        return False
+    if not run and (word.lower() in FUNCTION_WORDS or _sentence_start(text, tok.start()) and _inflected(word)
+                    and not re.match(r"\s+[A-Z]", text[tok.end():])):
+        return False  # "The ...", "In 1889 ...", "Completed in 1889, ..."
+    return not word.isdigit()
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    before = text[:at].rstrip()
+    return not before or before[-1] in ".!?:;\"“(\n"
+
+
+def _inflected(word: str) -> bool:
+    return word.lower().endswith(("ed", "ing", "ly"))
+
+
+@lru_cache(maxsize=65536)
+def name_key(phrase: str) -> tuple[str, ...]:
+    """The folded words of a name that identify it (connectors and function words dropped)."""
+    return tuple(w for w in re.findall(r"\w+", fold(phrase)) if w not in _CONNECTORS and w not in FUNCTION_WORDS)
+
+
+# ----------------------------------------------------------------------------- agreement
+
+
+def agree(a: Slot, b: Slot) -> bool:
+    """Could both slots name the same thing? Dates agree at the precision both give; numbers of
+    one dimension within rounding; names when one's words are all in the other (or initials)."""
+    if a.kind == "date" or b.kind == "date":
+        return a.kind == b.kind and _dates_agree(a.value, b.value) or _year_number(a, b)
+    if a.kind == "number" and b.kind == "number":
+        return _numbers_agree(a.value, b.value)
+    if a.kind == "name" and b.kind == "name":
+        return names_agree(a.value, b.value)
+    return False
+
+
+def _year_number(a: Slot, b: Slot) -> bool:
+    """"in 1889" read as a date and "1889" read as a count are the same year."""
+    date, number = (a, b) if a.kind == "date" else (b, a)
+    return number.kind == "number" and number.value[1] == "count" and number.value[0] == date.value[0]
+
+
+def _dates_agree(x: tuple, y: tuple) -> bool:
+    (y1, m1, d1), (y2, m2, d2) = x, y
+    for span in (-1, -100):  # a decade or century holds any year inside it
+        width = 10 if span == -1 else 100
+        if m1 == span:
+            return y1 <= y2 < y1 + width + (1 if span == -100 else 0)
+        if m2 == span:
+            return y2 <= y1 < y2 + width + (1 if span == -100 else 0)
+    return y1 == y2 and (not m1 or not m2 or m1 == m2) and (not d1 or not d2 or d1 == d2)
+
+
+def _numbers_agree(x: tuple, y: tuple) -> bool:
+    (a, dim_a), (b, dim_b) = x, y
+    if dim_a != dim_b and "count" not in (dim_a, dim_b):
+        return False
+    if a == b:
+        return True
+    big = max(abs(a), abs(b))
+    return big > 0 and abs(a - b) / big <= 0.015  # 8,849 m vs "8.85 km": rounding, not a different value
+
+
+def names_agree(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
+    if not x or not y:
+        return False
+    short, long = (x, y) if len(x) <= len(y) else (y, x)
+    if all(any(_word_match(w, v) for v in long) for w in short):
+        return True
+    initials = "".join(w[0] for w in long)
+    return len(short) == 1 and len(short[0]) >= 2 and short[0] == initials
+
+
+def _word_match(a: str, b: str) -> bool:
+    """Same word, or the same stem ("India" / "Indian", "Paris" / "Parisian")."""
+    if a == b:
+        return True
+    n = min(len(a), len(b))
+    return n >= 4 and a[:n] == b[:n] and max(len(a), len(b)) - n <= 3 and n >= max(len(a), len(b)) - 3

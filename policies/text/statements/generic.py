@@ -1,0 +1,64 @@
+"""Statements from typed values in any domain: a value, what it is about, and its polarity.
+
+"The launch slipped to March 21", "Keep the meeting to 45 minutes", "the host is db-prod-02":
+each typed value (typed.py) the user states becomes a statement on the slot "v.<type>" (a date,
+a duration, a count of epochs, a name, ...), with the subject words of its clause
+(subject.py). Two such statements are about the same thing when their types agree and their
+subjects match (clash/match.py: shared words, or embedding similarity where the policy has an
+embedder); the specific rules (rules.py, person.py, values.py) take precedence where they
+read the same value.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from .build import stated, stmt
+from .model import _NOT_A_NEGATION, Sentence, Statement
+from .subject import subject_of
+from .typed import typed_values
+
+_NEGATION = re.compile(r"\b(?:not|never|no longer|without)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b")
+_TYPE_LABELS = {"date": "date", "time": "time", "name": "name", "id": "value"}
+
+
+def _label(subject: tuple[str, ...], type_: str) -> str:
+    words = [w.lstrip("^") for w in subject[:3]]
+    if words:
+        return " ".join(words)
+    family, _, unit = type_.partition(":")
+    return _TYPE_LABELS.get(family) or (f"number of {unit}s" if family == "count" else unit or family)
+
+
+def typed_statements(s: Sentence) -> Iterator[Statement]:
+    values = typed_values(s.text)
+    spans = [(t.start, t.end) for t in values]
+    for t in values:
+        if not stated(s, t.start, addressed=False, own=False):  # whose it is goes in the subject
+            continue
+        c0, c1 = s.clause(t.start)
+        others = [span for span in spans if span != (t.start, t.end) and c0 <= span[0] < c1]
+        subject = subject_of(s, t.start, t.end, others)
+        yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
+
+
+_NEGATORS = {"don't", "dont", "do", "doesn't", "won't", "wont", "can't", "cannot", "never", "shouldn't", "mustn't", "isn't",
+             "aren't", "without", "no", "not", "any"}
+
+
+def clause_statements(s: Sentence) -> Iterator[Statement]:
+    """A clause with no value of its own, as a whole, with its polarity: "Include the test files"
+    and "do not include the test files" say opposite things about one action."""
+    starts = [0] + [b for _, b in s.boundaries]
+    for c0 in sorted(set(starts)):
+        c1 = s.clause(c0)[1]
+        if c1 - c0 < 4 or not stated(s, c0, addressed=False, own=False):
+            continue
+        subject = tuple(w for w in subject_of(s, c0, c0) if w not in _NEGATORS)
+        content = sorted({w.lstrip("^") for w in subject if w != "|" and not w.startswith("@")})
+        if len(content) < 1:
+            continue
+        negated = bool(_NEGATION.search(_NOT_A_NEGATION.sub(" ", s.lower[c0:c1])))
+        yield stmt(s, "v.act", "preference", " ".join(content), " ".join(content[:3]), c0, c1, negated=negated,
+                   substitutable=False, subject=subject)

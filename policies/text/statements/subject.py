@@ -1,0 +1,94 @@
+"""What a statement is about: the subject words of its clause, and which of them say "which one".
+
+The subject of a value is the clause it is stated in, less the value itself and the words that
+carry no topic (articles, pronouns, auxiliaries, discourse markers). Words keep their order, so
+the detector can tell a head noun from the words that qualify it: in "the Q3 infrastructure
+budget" and "the training budget" the shared head is "budget" and its qualifiers differ, so the
+two values are about two budgets. Capitalised words and words with digits ("Paris", "Q3") are
+marked with a leading "^": they name which thing whatever their position.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .model import Sentence
+
+_FUNCTION = set("""
+a an the this that these those my our your his her their its it it's its i i'm i'd i'll i've me we we're we'd we'll
+we've us you you're he she they them there here is are was were be been being am will would shall should can could
+may might must do does did done have has had having to of in on at for by with from into onto as than then so and
+or but not no nor if also just only still now please thanks thank really actually again too very quite about around
+roughly approximately some any all each every one ones what which who whom whose when where why how let let's lets
+up out over off down back both either neither yes yeah ok okay hi hey oh well sorry oops correction update wait
+instead rather after right sure mean meant said think thought want wants wanted like would need needs needed
+make made get got keep going gonna go goes new current updated revised final total overall whole same max maximum
+min minimum exact actual real entire full anything everything something nothing way thing things stuff
+""".split())
+GAP = "|"  # between two subject words that are not next to each other in the text
+_WORD = re.compile(r"[\w'’-]+")
+
+
+def lemma(word: str) -> str:
+    """A crude singular: enough to make "nights" and "night", "tickets" and "ticket" one word."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]] = ()) -> tuple[str, ...]:
+    """The subject words of the value at sentence-relative [vstart, vend): its clause, in order,
+    without the value, other values of the clause, function words and a leading imperative verb."""
+    c0, c1 = s.clause(vstart)
+    spans = [(vstart, vend), *values]
+    out: list[str] = ["@other"] if s.third_party_at(vstart) else []
+    first = True
+    for m in _WORD.finditer(s.text, c0, c1):
+        raw = m.group(0)
+        low = raw.lower().replace("’", "'")
+        leading, first = first, False
+        if leading and s.imperative:
+            continue  # "Set the batch size to 64": the verb is the request, not the topic
+        if low in _FUNCTION or any(a <= m.start() < b for a, b in spans):
+            if out and out[-1] != GAP:
+                out.append(GAP)  # words apart in the text are not a head and its qualifier
+            continue
+        digits = any(ch.isdigit() for ch in raw) and any(ch.isalpha() for ch in raw) and "-" not in raw
+        marked = (raw[0].isupper() and m.start() > 0) or digits
+        out.append(("^" if marked else "") + lemma(low))
+    while out and out[-1] == GAP:
+        out.pop()
+    return tuple(out)
+
+
+def words(subject: tuple[str, ...]) -> set[str]:
+    return {w.lstrip("^") for w in subject if w != GAP and not w.startswith("@")}
+
+
+def qualifiers(subject: tuple[str, ...], shared: set[str]) -> set[str]:
+    """Words of `subject` the other side lacks that say which thing: a word just before a shared
+    word (a qualifier of a shared head: "training budget"), or a marked word (a name, a code)."""
+    out = set()
+    for i, w in enumerate(subject):
+        bare = w.lstrip("^")
+        if bare in shared or w == GAP or w.startswith("@"):
+            continue
+        before_shared = i + 1 < len(subject) and subject[i + 1].lstrip("^") in shared
+        if w.startswith("^") or before_shared:
+            out.add(bare)
+    return out
+
+
+def different_scope(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[set[str], set[str]] | None:
+    """The qualifiers that set two subjects apart ("q3 infrastructure" / "training"), when each
+    side has its own; None when one subject can be the other said more briefly."""
+    if ("@other" in a) != ("@other" in b):
+        return {"someone else"}, {"the user"}  # whose: the user's value and another person's
+    shared = words(a) & words(b)
+    qa, qb = qualifiers(a, shared), qualifiers(b, shared)
+    return (qa, qb) if qa and qb else None
