@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from ..text.sentences import last_sentence_end
 from ..text.slots import fold, slots
 from .evidence import EvidenceIndex
 
@@ -25,14 +26,6 @@ def _settled_end(pending: str) -> int:
     return end
 
 
-def _sentence_start(text: str, at: int) -> int:
-    """Where the sentence holding `at` begins: a held claim is judged whole."""
-    cut = max(text.rfind(c, 0, at) for c in ".!?\n")
-    while cut + 1 < at and text[cut + 1].isspace():
-        cut += 1
-    return min(at, cut + 1)
-
-
 def releasable(pending: str, index: EvidenceIndex | None) -> int:
     """How many characters of `pending` may be released now."""
     if index is None:
@@ -42,5 +35,5 @@ def releasable(pending: str, index: EvidenceIndex | None) -> int:
     end = _settled_end(pending)
     for slot in slots(pending[:end]):
         if slot.kind != "name" or any(w in index.vocabulary for w in fold(slot.text).split()):
-            return _sentence_start(pending, slot.start)
+            return last_sentence_end(pending[: slot.start])  # from its sentence's start: judged whole
     return end
