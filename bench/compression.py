@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxwarden.policies.base import Exchange, Services  # noqa: E402
+from ctxwarden.policies.base import BudgetNote, Exchange, Services  # noqa: E402
 from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy  # noqa: E402
 from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy  # noqa: E402
 from ctxwarden.policies.history.scratchpad import Scratchpad  # noqa: E402
@@ -205,6 +205,10 @@ class Store:
 def exchange(messages: list[dict], pressure: str = "none", target: int | None = None, tenant: str | None = None) -> Exchange:
     ex = Exchange("bench", "gpt-4o", messages, None, {"model": "gpt-4o", "messages": messages}, tenant=tenant)
     ex.pressure, ex.target_tokens = pressure, target  # type: ignore[assignment]
+    if pressure != "none" and target is not None:  # the marks the budget policy would set, for a target of 0.6 × window
+        window = int(target / 0.6)
+        ex.notes.budget = BudgetNote(0, window=window, compress_at=int(0.8 * window), target_at=target,
+                                     aggressive_at=int(0.9 * window) if pressure == "compress" else target)
     return ex
 
 

@@ -1,9 +1,9 @@
-"""Benchmark of the tools policy on MetaTool: retrieval quality, latency, tokens saved.
+"""Benchmark of the tools policy: single-query retrieval (MetaTool) and multi-step agents (BFCL).
 
-    .venv/bin/python bench/tool_retrieval.py [--queries 2000] [--split report|tune]
-                                             [--embedders wordllama,minilm,minilm+wordllama] [--grid]
+    .venv/bin/python bench/tool_retrieval.py [--split report|tune] [--workloads metatool,agent]
+                                             [--queries 2000] [--embedders wordllama,minilm,minilm+wordllama] [--grid]
 
-Workload (bench/data/metatool): each query becomes a chat request carrying 120 tools, the right
+MetaTool (bench/data/metatool): each query becomes a chat request carrying 120 tools, the right
 one(s) plus others drawn at random from the 199 (seeded), every tool an OpenAI function
 definition with one `query` parameter. The request goes through ToolsPolicy.on_request (top_k 5,
 max_tools 30, default weights) exactly as the proxy calls it, with a real Chroma store and token
@@ -12,15 +12,22 @@ counter; what the policy forwards is checked:
 - Recall@5: the right tool is among the forwarded ones; Recall@1: it is the best-scored one.
 - Side by side, plain BM25 (the bm25s library) over the same 120 candidates' names+descriptions.
 - multi-tool: the 497 queries that need two tools; a hit needs both forwarded.
+- adaptive: the default config (k between min_k and max_k) instead of top_k 5: recall and tools out.
 - latency: on_request wall time with 120 tools, catalog warm. "same tool set": an agent's fixed
   tool list, a new user request each time (the usual case); "new tool set": a different random
   120 of the already-embedded tools per request (the tool-set index is rebuilt each time).
 - tokens saved: tool-definition tokens forwarded vs sent, over the report workload.
 
-Honest tuning: the queries are split once (seeded) into a tuning part (1,500) and a report part
-(--queries, disjoint). The weights in config/ctxwarden.yaml and the ensemble share in
-proxy/embeddings.py were chosen with `--split tune --grid`; the figures to quote come from the
-default `--split report`.
+Agent (bench/data/bfcl_agent, see bench/tool_agent.py): BFCL multi-turn tasks of 3-8 calls
+replayed step by step over a 500-tool catalog from 225 servers, with the default embedder
+(wordllama): needed tools kept and available (forwarded, or found by one find_tools call), tools
+forwarded per step, tool-list changes, selection latency. "cold": the usage statistics (usage.py)
+start empty and learn online during the run; "warm": they first saw the other split's traffic.
+
+Honest tuning: the MetaTool queries are split once (seeded) into a tuning part (1,500) and a report
+part (--queries, disjoint); the agent tasks into `dev` and `heldout` (bench/data/bfcl_agent/build.py).
+The settings in config/ctxwarden.yaml were chosen with `--split tune` (MetaTool tune + agent dev);
+the figures to quote come from the default `--split report` (MetaTool report + agent heldout).
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tool_agent  # noqa: E402  (bench/tool_agent.py, next to this file)
 
 from ctxwarden.policies.base import Exchange, Services  # noqa: E402
 from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
@@ -103,8 +113,9 @@ def cases(queries: list[tuple[str, list[str]]], names: list[str], seed: int) -> 
 # ----------------------------------------------------------------------------- the policy
 
 
-def make_policy(embedder: Any, store: Any, weights: dict[str, float] | None = None) -> ToolsPolicy:
-    config = ToolsConfig(max_tools=30, top_k=TOP_K, **({"weights": weights} if weights else {}))
+def make_policy(embedder: Any, store: Any, weights: dict[str, float] | None = None, **settings: Any) -> ToolsPolicy:
+    settings = {"top_k": TOP_K, **settings}
+    config = ToolsConfig(max_tools=30, **settings, **({"weights": weights} if weights else {}))
     services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store)
     return ToolsPolicy(config, services)
 
@@ -182,12 +193,21 @@ async def latency(policy: ToolsPolicy, fresh: list[Case], defs: dict[str, dict[s
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=2000, help="report queries (single-tool), disjoint from the tuning split")
-    parser.add_argument("--split", choices=("report", "tune"), default="report")
-    parser.add_argument("--embedders", default="wordllama,minilm,minilm+wordllama")
+    parser.add_argument("--split", choices=("report", "tune"), default="report",
+                        help="report: MetaTool report queries + agent heldout tasks; tune: MetaTool tuning queries + agent dev tasks")
+    parser.add_argument("--workloads", default="metatool,agent")
+    parser.add_argument("--embedders", default="wordllama,minilm,minilm+wordllama", help="for MetaTool; the agent workload uses wordllama")
     parser.add_argument("--grid", action="store_true", help="try weight combinations (use with --split tune)")
     parser.add_argument("--latency-runs", type=int, default=300)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ctxw-tools-bench-") as tmp:
+        if "metatool" in args.workloads:
+            await metatool(args, tmp)
+        if "agent" in args.workloads:
+            await agent(args, tmp)
 
+
+async def metatool(args: argparse.Namespace, tmp: str) -> None:
     tools, single, multi = load(DATA)
     names = list(tools)
     defs = {n: definition(n, d) for n, d in tools.items()}
@@ -204,22 +224,49 @@ async def main() -> None:
     base = bm25_baseline(work, tools)
     multi_base = bm25_baseline(multi_work, tools) if multi_work else None
     rows = [("plain BM25 (bm25s)", base, multi_base, {})]
-    with tempfile.TemporaryDirectory(prefix="ctxw-tools-bench-") as tmp:
-        for provider in args.embedders.split(","):
-            embedder = build_embedder(EmbeddingsConfig(provider=provider))
-            store = ChromaStore(StorageConfig(path=f"{tmp}/{provider.replace('+', '_')}"))
-            combos = grid() if args.grid else [None]
-            for weights in combos:
-                policy = make_policy(embedder, store, weights)
-                label = f"policy, {provider}" + (f" {weights}" if weights else "")
-                quality = await run_policy(policy, work, defs)
-                multi_q = await run_policy(policy, multi_work, defs) if multi_work else None
-                lat = {}
-                if not args.grid:
-                    for k, mode in enumerate(("same-set", "new-set", "loop-turn")):
-                        lat[mode] = await latency(policy, fresh[k * args.latency_runs : (k + 1) * args.latency_runs], defs, mode)
-                rows.append((label, quality, multi_q, lat))
+    for n, provider in enumerate(args.embedders.split(",")):
+        embedder = build_embedder(EmbeddingsConfig(provider=provider))
+        store = ChromaStore(StorageConfig(path=f"{tmp}/{provider.replace('+', '_')}"))
+        for weights in grid() if args.grid else [None]:
+            policy = make_policy(embedder, store, weights)
+            label = f"policy, {provider}" + (f" {weights}" if weights else "")
+            quality = await run_policy(policy, work, defs)
+            multi_q = await run_policy(policy, multi_work, defs) if multi_work else None
+            lat = {}
+            if not args.grid:
+                for k, mode in enumerate(("same-set", "new-set", "loop-turn")):
+                    lat[mode] = await latency(policy, fresh[k * args.latency_runs : (k + 1) * args.latency_runs], defs, mode)
+            rows.append((label, quality, multi_q, lat))
+        if n == 0 and not args.grid:  # the default config: k adapts between min_k and max_k
+            adaptive = make_policy(embedder, store, top_k=None)
+            rows.append((f"policy, {provider}, adaptive k (default)", await run_policy(adaptive, work, defs),
+                         await run_policy(adaptive, multi_work, defs) if multi_work else None, {}))
     print_table(rows)
+
+
+async def agent(args: argparse.Namespace, tmp: str) -> None:
+    split_name = "heldout" if args.split == "report" else "dev"
+    catalog, tasks = tool_agent.load(split_name)
+    _, other = tool_agent.load("dev" if split_name == "heldout" else "heldout")
+    steps = sum(len(t["turns"]) + sum(len(turn["calls"]) for turn in t["turns"]) for t in tasks)
+    print(f"\nAgent (BFCL multi-turn): {len(catalog)} tools in every request; {len(tasks)} {split_name} tasks, {steps} steps")
+    embedder = build_embedder(EmbeddingsConfig(provider="wordllama"))
+    store = ChromaStore(StorageConfig(path=f"{tmp}/agent"))
+    rows = [("plain BM25 (bm25s), top 10 per step", tool_agent.bm25_baseline(catalog, tasks, 10))]
+    variants: list[tuple[str, dict[str, Any]]] = [
+        ("policy, top_k 5, new list per request, no search", {"top_k": 5, "stable_list": False, "search_tool": False,
+                                                            "sibling_boost": 0, "usage_boost": 0}),
+        ("policy, default, no search tool", {"top_k": None, "search_tool": False}),
+        ("policy, default (cold)", {"top_k": None}),
+    ]
+    for label, settings in variants:
+        policy = make_policy(embedder, store, **settings)
+        rows.append((label, await tool_agent.run_policy(policy, catalog, tasks, label)))
+    if split_name == "heldout":  # steady state: usage statistics learned from the dev split's traffic first
+        policy = make_policy(embedder, store, top_k=None)
+        await tool_agent.run_policy(policy, catalog, other, "warm-up")
+        rows.append(("policy, default (warm: usage seen on dev)", await tool_agent.run_policy(policy, catalog, tasks, "warm")))
+    tool_agent.print_rows(rows)
 
 
 def grid() -> list[dict[str, float]]:

@@ -140,6 +140,9 @@ class BudgetNote:
     tokens_after: int | None = None
     window: int = 0
     components: dict[str, int] = field(default_factory=dict)
+    compress_at: int | None = None  # request tokens at which compaction starts (budget.compress × window)
+    target_at: int | None = None  # ... and down to which it compacts (budget.target × window)
+    aggressive_at: int | None = None
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ctxwarden.policies.messages import content_text
 from .errors import ProxyError, error_body
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
+from .prefix_watch import PrefixWatch
 from .proxy_tools import ProxyToolRounds
 from .streaming import sse
 from .streaming.relay import StreamRelay
@@ -103,6 +104,7 @@ class ChatHandler:
         self.models = models
         self.max_body_mb = max_body_mb
         self.max_rounds = max_proxy_tool_rounds
+        self.prefix_watch = PrefixWatch()
 
     # ------------------------------------------------------------------ entry
 
@@ -182,12 +184,14 @@ class ChatHandler:
             self.metrics.record("ctxwarden.tokens.after", after, model=ex.model)
             span.set_attribute("ctxwarden.tokens.before", budget.tokens_before)
             span.set_attribute("ctxwarden.tokens.after", after)
+        outgoing = ex.outgoing_body()
+        self._watch_prefix(ex, outgoing, span)
         if uses_litellm(ex.model):
             from .upstream.providers import litellm_response
 
-            response = await litellm_response(ex.outgoing_body(), ex.stream)
+            response = await litellm_response(outgoing, ex.stream)
         else:
-            payload = raw if not ex.changed and not ex.proxy_tools else _encode(ex.outgoing_body())
+            payload = raw if not ex.changed and not ex.proxy_tools else _encode(outgoing)
             headers = ex.notes.upstream_headers
             with self.telemetry.tracer.start_as_current_span("upstream chat") as up:
                 up.set_attribute("server.address", self.upstream.base_url)
@@ -201,6 +205,14 @@ class ChatHandler:
         if ex.stream:
             return self._stream(ex, response)
         return await self._complete(ex, response, span)
+
+    def _watch_prefix(self, ex: Exchange, outgoing: dict[str, Any], span: Any) -> None:
+        """Report whether this request keeps the session's cached prefix (x-ctxwarden-prefix, span, metric)."""
+        state = self.prefix_watch.observe(ex, outgoing)
+        ex.response_headers["x-ctxwarden-prefix"] = state
+        span.set_attribute("ctxwarden.prefix_stable", state != "changed")
+        if state != "new":
+            self.metrics.add("ctxwarden.prefix_stable", 1, stable=str(state == "extends").lower(), model=ex.model)
 
     def _proxy_tool_rounds(self, ex: Exchange, stream: bool) -> ProxyToolRounds:
         async def ask_again(body: dict[str, Any]) -> httpx.Response:

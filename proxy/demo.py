@@ -48,7 +48,7 @@ def _scenes() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(title, request body, scripted upstream reply)."""
     rng = random.Random(3)
     words = "flight seat price departure gate terminal fare class baggage airline delay connection".split()
-    bulky = " ".join(f"{rng.choice(words)} {rng.randint(10, 999)}" for _ in range(700))
+    bulky = " ".join(f"{rng.choice(words)} {rng.randint(10, 999)}" for _ in range(2300))  # past budget.compress of the 8k window
     history = [SYSTEM]
     for i in range(14):
         history += [{"role": "user", "content": f"Step {i}: what about option {i} for the Paris trip on day {i + 1}?"},
@@ -107,7 +107,7 @@ def run_demo() -> int:
             httpx.post(f"{proxy.url}/admin/kb/documents", headers=admin, json={"documents": [
                 {"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]})
             print(f"ctxwarden demo — proxy {proxy.url}/v1 in front of a local fake upstream {upstream.url}/v1\n")
-            widths = [20, 7, 8, 70, 34]
+            widths = [20, 7, 8, 100, 34]
             print(_row(["scene", "tokens", "sent up", "actions (x-ctxwarden-actions)", "answer the client got"], widths))
             print(_row(["-" * w for w in widths], widths))
             for title, body, reply in _scenes():

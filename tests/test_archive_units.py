@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.base import BudgetNote, Exchange, Services
 from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy
 from ctxwarden.policies.history.scratchpad import RECALL_TOOL_NAME, Scratchpad, archive_ref, stub_text
 from ctxwarden.policies.text.tokens import TiktokenCounter
@@ -49,10 +49,17 @@ def services(tmp_path) -> Services:
 
 def run(policy: ArchivePolicy, messages: list[dict], pressure: str = "none", target: int | None = None,
         tools: list | None = None, tenant: str | None = None) -> Exchange:
+    """`pressure` as the budget set it before the policies ran; `target` its target (tokens)."""
     ex = Exchange("t", "gpt-4o", messages, tools, {"model": "gpt-4o", "messages": messages}, tenant=tenant)
     ex.pressure, ex.target_tokens = pressure, target  # type: ignore[assignment]
+    if pressure != "none":
+        ex.notes.budget = BudgetNote(0, window=128_000, compress_at=target, target_at=target,
+                                     aggressive_at=target if pressure == "aggressive" else 10**9)
     asyncio.run(policy.on_request(ex))
     return ex
+
+
+TIGHT = 500  # a target no conversation here fits: the archive stubs what it may
 
 
 def test_refs_are_deterministic_and_valid_tool_arguments():
@@ -62,14 +69,24 @@ def test_refs_are_deterministic_and_valid_tool_arguments():
     assert re.fullmatch(r"[A-Za-z0-9_-]+", ref)
 
 
-def test_big_results_of_earlier_turns_become_stubs_and_the_current_turn_stays(services):
+def test_without_budget_pressure_nothing_is_archived(services):
+    """Old results are compacted by the history policy at its events; stubbing them on every new
+    turn would rewrite the cached prefix."""
     conv = conversation(current_result=big("south"))
     ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv)
+    assert ex.messages is conv and ex.actions == []
+
+
+def test_under_pressure_big_results_become_stubs_oldest_first(services):
+    conv = conversation(current_result=big("south"))
+    counter = services.tokens
+    target = counter.count_messages(conv, "gpt-4o") - 500  # one stub is enough
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv, "compress", target=target)
     ref = archive_ref(big("north"), "a1")
     stub = ex.messages[3]
     assert stub == {"role": "tool", "tool_call_id": "a1", "content": stub["content"]}
-    assert stub["content"].startswith(f"[archived tool result ref={ref}:") and "\n" not in stub["content"]
-    assert "Report north" in stub["content"]  # the gist says what it was
+    assert stub["content"].startswith(f"[archived tool result ref={ref}:")
+    assert "SHP-00000" in stub["content"] and "of 81 sentences" in stub["content"]  # what it held, and that it elided
     assert ex.messages[4] is conv[4] and ex.messages[8] is conv[8]  # small, and the current turn's (unread) result
     assert conv[3]["content"] == big("north")  # the client's dict is untouched
     assert_pairs_intact(ex.messages)
@@ -80,9 +97,10 @@ def test_big_results_of_earlier_turns_become_stubs_and_the_current_turn_stays(se
 
 def test_the_same_conversation_gets_the_same_stubs_next_turn(services):
     policy = ArchivePolicy(ArchiveConfig(min_tokens=200), services)
-    first = run(policy, conversation())
+    first = run(policy, conversation(), "compress", target=TIGHT)
     grown = conversation() + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks."}]
-    second = run(policy, grown)
+    second = run(policy, grown, "compress", target=TIGHT)
+    assert first.messages[3]["content"].startswith("[archived")
     assert second.messages[: len(first.messages)] == first.messages
 
 
@@ -113,27 +131,27 @@ def test_results_with_images_are_left_in_place_and_reported(services):
     conv = conversation()
     conv[3] = {"role": "tool", "tool_call_id": "a1", "content": [
         {"type": "text", "text": big("north")}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}
-    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv)
-    assert ex.messages is conv
-    assert [a.label for a in ex.actions] == ["archive.skip_non_text"]
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv, "compress", target=TIGHT)
+    assert ex.messages[3] is conv[3]
+    assert "archive.skip_non_text" in ex.action_labels()
 
 
 def test_list_form_text_results_are_archived(services):
     conv = conversation()
     conv[3] = {"role": "tool", "tool_call_id": "a1", "content": [{"type": "text", "text": big("north")}]}
-    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv)
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv, "compress", target=TIGHT)
     assert ex.messages[3]["content"].startswith("[archived tool result ref=")
 
 
 def test_a_client_tool_named_context_recall_is_not_shadowed(services):
     client_tool = {"type": "function", "function": {"name": RECALL_TOOL_NAME, "parameters": {"type": "object"}}}
-    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conversation(), tools=[client_tool])
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conversation(), "compress", target=TIGHT, tools=[client_tool])
     assert ex.proxy_tools == {} and "archive.recall_name_taken" in ex.action_labels()
 
 
 def test_recall_handler_answers_content_errors_and_tolerates_a_ref_prefix(services):
     policy = ArchivePolicy(ArchiveConfig(min_tokens=200), services)
-    ex = run(policy, conversation(), tenant="t1")
+    ex = run(policy, conversation(), "compress", target=TIGHT, tenant="t1")
     handler = ex.proxy_tools[RECALL_TOOL_NAME].handler
     ref = archive_ref(big("north"), "a1")
     assert asyncio.run(handler(ex, json.dumps({"ref": ref}))) == big("north")
@@ -142,6 +160,19 @@ def test_recall_handler_answers_content_errors_and_tolerates_a_ref_prefix(servic
     assert asyncio.run(handler(ex, json.dumps({"ref": "../../etc"}))).startswith("error:")
     other = Exchange("u", "gpt-4o", [], None, {}, tenant="t2")
     assert asyncio.run(handler(other, json.dumps({"ref": ref}))).startswith("error: nothing is archived")
+    assert asyncio.run(handler(ex, json.dumps({}))).startswith("error:")
+
+
+def test_recall_by_query_searches_this_conversations_archive_only(services):
+    policy = ArchivePolicy(ArchiveConfig(min_tokens=200), services)
+    ex = run(policy, conversation(), "compress", target=TIGHT, tenant="t1")
+    handler = ex.proxy_tools[RECALL_TOOL_NAME].handler
+    found = asyncio.run(handler(ex, json.dumps({"query": "shipment SHP-00042"})))
+    assert "SHP-00042" in found and archive_ref(big("north"), "a1") in found
+    # the same tenant's other conversation holds no refs: nothing archived elsewhere is searched
+    other = Exchange("u", "gpt-4o", [{"role": "user", "content": "hi"}], None, {}, tenant="t1")
+    assert asyncio.run(handler(other, json.dumps({"query": "shipment SHP-00042"}))).startswith("nothing archived")
+    assert "recall_search" in ",".join(ex.action_labels())
 
 
 # ---------------------------------------------------------------------------- scratchpad

@@ -99,33 +99,32 @@ def test_long_agent_conversation_is_forwarded_valid_and_under_target(fake, start
     forwarded = sent["messages"]
     assert forwarded[0] == SYSTEM
     assert_pairs_intact(forwarded)
-    assert request_tokens(sent) <= int(0.6 * window)
+    # Events are replayed at every boundary where a request could have ended: the last one brought the
+    # history down to the target, and it has grown less than the hysteresis band since.
+    assert request_tokens(sent) <= int(0.8 * window)
     assert summaries(forwarded), "the oldest span became a summary"
     assert "Priya Raman" in summaries(forwarded)[0]["content"] and "$12,500" in summaries(forwarded)[0]["content"]
-    if pressure == "compress":
-        assert forwarded[-6:] == conv[-6:]  # keep_recent, verbatim
-    else:  # aggressive: everything but the system prompt and the current turn is summarized
-        assert forwarded[-1] == conv[-1]
-        assert all(m["role"] == "system" for m in forwarded[:-1])
+    assert forwarded[-1] == conv[-1]
 
 
 def test_next_turns_reuse_the_summary_and_forward_an_identical_prefix(fake, start_proxy):
     proxy = start_proxy({"policies": {**policies_off("history"), "history": {
-        "enabled": True, "summarizer_model": SUMMARIZER, "max_messages": 20, "keep_recent": 6, "block_min_messages": 8}}})
+        "enabled": True, "summarizer_model": SUMMARIZER, "max_messages": 20, "keep_recent": 6, "event_min_exchanges": 8}}})
     client = openai_client(proxy)
     conv = agent_conversation(60)
     fake.reply(content="- Priya Raman (Contoso), budget $12,500, flies March 14; book with FlightTool.")
     first = client.chat.completions.create(model="gpt-4o", messages=conv).choices[0].message.content
-    assert len(summarizer_requests(fake)) == 1
+    turn1 = main_requests(fake)[-1]["messages"]
+    calls = len(summarizer_requests(fake))
+    assert calls == len(summaries(turn1)) >= 1  # one call per block the replayed events made
     summary_call = summarizer_requests(fake)[0]
     assert "Priya Raman" in summary_call["messages"][-1]["content"]  # the span's transcript went to the summarizer
-    turn1 = main_requests(fake)[-1]["messages"]
-    assert turn1[0] == SYSTEM and summaries(turn1)[0]["content"].endswith("flies March 14; book with FlightTool.")
+    assert turn1[0] == SYSTEM and "flies March 14; book with FlightTool." in summaries(turn1)[0]["content"]
     assert turn1[-6:] == conv[-6:]
 
     conv = conv + [{"role": "assistant", "content": first}, {"role": "user", "content": "And the cheapest hotel?"}]
     client.chat.completions.create(model="gpt-4o", messages=conv)
-    assert len(summarizer_requests(fake)) == 1, "the next turn reuses the cached summary"
+    assert len(summarizer_requests(fake)) == calls, "the next turn reuses the cached summaries"
     turn2 = main_requests(fake)[-1]["messages"]
     assert turn2[: len(turn1)] == turn1, "the previous forwarded request is a prefix of this one"
 
@@ -133,12 +132,13 @@ def test_next_turns_reuse_the_summary_and_forward_an_identical_prefix(fake, star
     for i in range(12):
         conv = conv + [{"role": "assistant", "content": f"Answer {i}."}, {"role": "user", "content": f"Question {i}?"}]
         client.chat.completions.create(model="gpt-4o", messages=conv)
-        if len(summarizer_requests(fake)) == 2:
+        if len(summarizer_requests(fake)) > calls:
             break
-    assert len(summarizer_requests(fake)) == 2
+    assert len(summarizer_requests(fake)) == calls + 1
     later = main_requests(fake)[-1]["messages"]
-    assert later[:2] == turn1[:2], "the earlier summary block is unchanged"
-    assert len(summaries(later)) == 2 and later[2] is not None and summaries(later)[1] == later[2]
+    frozen = 1 + calls  # the system prompt and the blocks of the first request
+    assert later[:frozen] == turn1[:frozen], "the earlier summary blocks are unchanged"
+    assert len(summaries(later)) == calls + 1
     assert later[-6:] == conv[-6:]
     assert_pairs_intact(later)
 
@@ -207,13 +207,19 @@ def archived_conversation(call_id: str = "call_report") -> list[dict[str, Any]]:
     ]
 
 
+def archive_on(**archive: Any) -> dict[str, Any]:
+    """Only the archive on, with a window the ledger conversation overfills (budget pressure)."""
+    return {"models": {"gpt-4o": {"context_window": window_for(archived_conversation(), 0.85)}},
+            "policies": {**policies_off("archive"), "archive": {"enabled": True, **archive}}}
+
+
 def stream_text(stream) -> str:
     return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_archive_and_recall_round_trip(fake, start_proxy, stream):
-    proxy = start_proxy({"policies": policies_off("archive")})
+    proxy = start_proxy(archive_on())
     ref = archive_ref(REPORT, "call_report")
     fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": ref})}])
     fake.reply(content="The grand total was 48,213.55 EUR.")
@@ -240,7 +246,7 @@ def test_archive_and_recall_round_trip(fake, start_proxy, stream):
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_recall_of_unknown_and_foreign_refs_answers_an_error_text(fake, start_proxy, stream):
-    proxy = start_proxy({"policies": policies_off("archive")})
+    proxy = start_proxy(archive_on())
     client = openai_client(proxy)
     foreign = archive_ref(REPORT, "call_report")
     fake.reply(content="ok")
@@ -279,12 +285,19 @@ def test_summarized_history_is_recallable_by_its_ref(fake, start_proxy):
         {"role": "assistant", "content": "first"}, {"role": "user", "content": "When do I fly, exactly?"}])
     assert answer.choices[0].message.content == "You fly on March 14."
     transcript = fake.chat_requests[-1]["messages"][-1]["content"]
-    assert conv[1]["content"] in transcript and conv[5]["content"] in transcript  # the exact early messages
+    assert conv[1]["content"] in transcript and conv[2]["content"] in transcript  # the exact early messages
+    # tool results are archived one by one, each behind the ref its digest line shows
+    result_ref = summary.split("→ ref=")[1].split(":")[0]
+    fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": result_ref})}])
+    fake.reply(content="ok")
+    openai_client(proxy).chat.completions.create(model="gpt-4o", messages=conv + [
+        {"role": "assistant", "content": "first"}, {"role": "user", "content": "Show the first search result."}])
+    assert fake.chat_requests[-1]["messages"][-1]["content"] == conv[5]["content"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_recall_rounds_are_bounded(fake, start_proxy, stream):
-    proxy = start_proxy({"policies": {**policies_off("archive"), "archive": {"enabled": True, "max_recall_rounds": 2}}})
+    proxy = start_proxy(archive_on(max_recall_rounds=2))
     ref = archive_ref(REPORT, "call_report")
     for _ in range(4):
         fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": ref})}])

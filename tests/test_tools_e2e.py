@@ -12,11 +12,14 @@ from typing import Any
 
 import httpx
 
+from ctxwarden.policies.tools.config import ToolsConfig
+from ctxwarden.policies.tools.search import FIND_TOOLS
 from ctxwarden.policies.tools.text import describe_tool
 from tests.conftest import openai_client, policies_off
 from tests.tools_fixtures import CLEAR_QUERIES, CountingEmbedder, all_tools, names, tool
 
 TOOLS_ONLY = {"policies": policies_off("tools")}
+MAX_K = ToolsConfig().max_k
 SYSTEM = {"role": "system", "content": "You are a helpful travel and office assistant."}
 
 
@@ -25,21 +28,27 @@ def ask(client: Any, content: str | list[dict[str, Any]], tools: list[dict[str, 
     return client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, tools=tools, **kwargs)
 
 
+def client_names(tools: list[dict[str, Any]] | None) -> list[str]:
+    """The forwarded tools without the proxy's own (find_tools), which the client never sent."""
+    return [n for n in names(tools) if n != FIND_TOOLS]
+
+
 def counting(proxy: Any) -> CountingEmbedder:
     services = proxy.app.state.services
     services.embedder = CountingEmbedder(services.embedder)
     return services.embedder
 
 
-def test_45_tools_become_at_most_top_k_and_include_the_right_one(fake, start_proxy):
+def test_45_tools_become_at_most_max_k_and_include_the_right_one(fake, start_proxy):
     proxy = start_proxy(TOOLS_ONLY)
     client = openai_client(proxy)
     tools = all_tools(45)
-    for query, right in CLEAR_QUERIES:
-        raw = ask(client, query, tools)
+    for i, (query, right) in enumerate(CLEAR_QUERIES):
+        raw = ask(client, query, tools, extra_headers={"x-ctxwarden-session": f"s{i}"})
         forwarded = names(fake.chat_requests[-1]["tools"])
-        assert 1 <= len(forwarded) <= 5, (query, forwarded)
+        assert 1 <= len(forwarded) - 1 <= MAX_K, (query, forwarded)
         assert right in forwarded, (query, forwarded)
+        assert forwarded[-1] == FIND_TOOLS  # the search tool comes last, after the client's tools
         actions = raw.headers["x-ctxwarden-actions"].split(",")
         assert "tools.confusion" in actions and "tools.filter" in actions
     telemetry = proxy.app.state.telemetry
@@ -53,8 +62,8 @@ def test_streamed_requests_are_filtered_too(fake, start_proxy):
         model="gpt-4o", messages=[SYSTEM, {"role": "user", "content": CLEAR_QUERIES[0][0]}], tools=all_tools(45), stream=True
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-    forwarded = names(fake.chat_requests[-1]["tools"])
-    assert len(forwarded) <= 5 and CLEAR_QUERIES[0][1] in forwarded
+    forwarded = client_names(fake.chat_requests[-1]["tools"])
+    assert len(forwarded) <= MAX_K and CLEAR_QUERIES[0][1] in forwarded
 
 
 def test_kept_definitions_are_the_clients_bytes_in_the_clients_order(fake, start_proxy):
@@ -68,9 +77,9 @@ def test_kept_definitions_are_the_clients_bytes_in_the_clients_order(fake, start
                              "description": "Get the weather forecast (temperature, rain, wind) for a city — prévisions météo."},
                 "type": "function", "x_vendor": {"cache": None}}
     ask(openai_client(proxy), "Will it rain in Málaga tomorrow? I need the weather forecast.", tools)
-    sent = fake.chat_requests[-1]["tools"]
+    sent = [t for t in fake.chat_requests[-1]["tools"] if t["function"]["name"] != FIND_TOOLS]
     raw = fake.received[-1].raw.decode("utf-8")
-    assert "get_weather_forecast" in names(sent) and len(sent) <= 5
+    assert "get_weather_forecast" in names(sent) and len(sent) <= MAX_K
     by_name = {t["function"]["name"]: t for t in tools}
     for forwarded in sent:
         original = by_name[forwarded["function"]["name"]]
@@ -94,10 +103,15 @@ def test_required_tool_choice_never_forwards_an_empty_list(fake, start_proxy):
     proxy = start_proxy({"policies": {**policies_off("tools"), "tools": {"enabled": True, "min_score": 5.0}}})
     ask(openai_client(proxy), CLEAR_QUERIES[1][0], all_tools(45), tool_choice="required")
     sent = fake.chat_requests[-1]
-    assert names(sent["tools"]) == [CLEAR_QUERIES[1][1]]  # nothing reaches 5.0: the best one is kept
+    assert client_names(sent["tools"]) == [CLEAR_QUERIES[1][1]]  # nothing reaches 5.0: the best one is kept
     assert sent["tool_choice"] == "required"
-    # Without "required", a floor nothing reaches leaves no tool, and tool_choice goes with them.
+    # Without "required", a floor nothing reaches leaves no client tool: the model can still search.
     ask(openai_client(proxy), CLEAR_QUERIES[1][0], all_tools(45), tool_choice="auto", extra_headers={"x-ctxwarden-session": "s2"})
+    sent = fake.chat_requests[-1]
+    assert names(sent["tools"]) == [FIND_TOOLS] and sent["tool_choice"] == "auto"
+    # Without the search tool nothing is left, and tool_choice goes with the tools.
+    proxy = start_proxy({"policies": {**policies_off("tools"), "tools": {"enabled": True, "min_score": 5.0, "search_tool": False}}})
+    ask(openai_client(proxy), CLEAR_QUERIES[1][0], all_tools(45), tool_choice="auto")
     sent = fake.chat_requests[-1]
     assert "tools" not in sent and "tool_choice" not in sent
 
@@ -120,37 +134,45 @@ def test_a_tool_called_earlier_is_kept_while_its_call_is_in_context(fake, start_
     assert sent["messages"] == conversation
 
 
-def test_the_selection_is_stable_while_the_agent_loops_on_one_request(fake, start_proxy):
+def test_the_forwarded_list_is_append_only_within_a_session(fake, start_proxy):
     proxy = start_proxy(TOOLS_ONLY)
     client = openai_client(proxy)
     tools = all_tools(45)
     turn = [SYSTEM, {"role": "user", "content": "Plan my trip: a flight from Madrid to Berlin on Friday, then a hotel there."}]
     ask(client, turn, tools)
-    first = fake.chat_requests[-1]["tools"]
-    called = names(first)[0]
+    first = client_names(fake.chat_requests[-1]["tools"])
+    assert first == [n for n in names(tools) if n in first]  # the first list is in the client's order
+    called = first[0]
     turn += [
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
             "name": called, "arguments": '{"origin": "MAD", "destination": "BER", "date": "2025-06-06"}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "IB3662 08:05 €89; LH1123 12:40 €132. Weather sunny, currency EUR."},
+        {"role": "tool", "tool_call_id": "c1", "content": "IB3662 08:05 €89; LH1123 12:40 €132."},
     ]
-    raw = ask(client, turn, tools)
-    assert fake.chat_requests[-1]["tools"] == first  # same tools, same order: the prefix stays cache-stable
-    assert "tools.filter" in raw.headers["x-ctxwarden-actions"]
-    # A needed tool outside the selection (a call the client's history already holds) is added, nothing dropped.
-    outside = next(n for n in names(tools) if n not in names(first) and n != "get_horoscope")
+    ask(client, turn, tools)
+    lists = [first, client_names(fake.chat_requests[-1]["tools"])]
+    # A tool the model called that the proxy had hidden (it still reached the client) joins the list, at its end.
+    outside = next(n for n in names(tools) if n not in lists[-1] and n not in ("get_horoscope", "define_word"))
     turn += [
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {
             "name": outside, "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c2", "content": "done"},
     ]
-    ask(client, turn, tools)
-    grown = names(fake.chat_requests[-1]["tools"])
-    assert set(grown) == set(names(first)) | {outside}
-    assert grown == [n for n in names(tools) if n in grown]
-    # A new user request is a new selection.
-    turn += [{"role": "assistant", "content": "Booked."}, {"role": "user", "content": "What is my horoscope today? I am a Leo."}]
-    ask(client, turn, tools)
-    assert "get_horoscope" in names(fake.chat_requests[-1]["tools"])
+    raw = ask(client, turn, tools)
+    lists.append(client_names(fake.chat_requests[-1]["tools"]))
+    assert lists[-1][-1] == outside and "tools.list_changed" in raw.headers["x-ctxwarden-actions"]
+    # New user requests add what they need after what is there; nothing moves, nothing goes.
+    for i, request in enumerate(["What is my horoscope today? I am a Leo.", "Define the word 'serendipity'."]):
+        turn += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": request}]
+        ask(client, turn, tools)
+        lists.append(client_names(fake.chat_requests[-1]["tools"]))
+    assert "get_horoscope" in lists[-2] and "define_word" in lists[-1]
+    for before, after in zip(lists, lists[1:]):
+        assert after[: len(before)] == before, (before, after)
+    # Another session starts from its own list.
+    ask(client, [SYSTEM, {"role": "user", "content": "What is my horoscope today? I am a Leo."}], tools,
+        extra_headers={"x-ctxwarden-session": "other"})
+    other = client_names(fake.chat_requests[-1]["tools"])
+    assert "get_horoscope" in other and outside not in other and len(other) < len(lists[-1])
 
 
 def test_at_or_below_max_tools_the_body_is_forwarded_byte_for_byte(fake, start_proxy):

@@ -228,3 +228,154 @@ def test_bad_tools_settings_stop_start_up_naming_the_key():
     problems = "\n".join(bad.value.problems)
     assert "policies.tools.weights" in problems and "policies.tools.always_keep" in problems
     assert "embeddings.provider" in problems
+
+
+# ----------------------------------------------------------------------------- the session's list
+
+
+def step_of(messages: list[dict[str, Any]], called: str, result: str = "ok") -> list[dict[str, Any]]:
+    """The conversation after the assistant called `called` and got `result`."""
+    n = sum(1 for m in messages if m.get("role") == "tool")
+    return messages + [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{n}", "type": "function",
+                                                              "function": {"name": called, "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": result},
+    ]
+
+
+async def test_the_list_is_append_only_and_every_change_is_reported_with_its_reason(tmp_path):
+    p = policy(tmp_path)
+    convo = user("What will the weather be like in Oslo tomorrow?")
+    ex = exchange(convo, all_tools())
+    await p.on_request(ex)
+    first = names(ex.tools)
+    assert "list_changed" not in actions(ex) and actions(ex)["filter"]["k"] == len(json.loads(actions(ex)["filter"]["relevance"]))
+    hidden = next(n for n in reversed(names(all_tools())) if n not in first and n != "transfer_money")
+    convo = step_of(convo, hidden)  # a hidden tool the model called anyway
+    ex = exchange(convo, all_tools())
+    await p.on_request(ex)
+    assert names(ex.tools) == first + [hidden]
+    assert actions(ex)["list_changed"] == {"reason": "called", "added": [hidden], "removed": []}
+    convo = convo + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Now transfer 50 euros to my savings account."}]
+    ex = exchange(convo, all_tools())
+    await p.on_request(ex)
+    grown = names(ex.tools)
+    assert grown[: len(first) + 1] == first + [hidden] and "transfer_money" in grown[len(first) + 1:]
+    assert actions(ex)["list_changed"]["reason"] == "grow"
+    ex = exchange(convo, all_tools())  # the same step again: same list, no change
+    await p.on_request(ex)
+    assert names(ex.tools) == grown and "list_changed" not in actions(ex)
+    # The client stops sending a tool: it leaves the list, the rest keeps its order.
+    fewer = [t for t in all_tools() if t["function"]["name"] != first[0]]
+    ex = exchange(convo, fewer)
+    await p.on_request(ex)
+    assert names(ex.tools) == grown[1:]
+    assert actions(ex)["list_changed"]["removed"] == [first[0]]
+
+
+async def test_a_compaction_event_is_the_one_moment_the_list_shrinks(tmp_path):
+    p = policy(tmp_path)
+    convo = user("What will the weather be like in Oslo tomorrow?")
+    for tool_name in ("get_horoscope", "play_music", "define_word"):
+        convo = step_of(convo, tool_name)
+        ex = exchange(convo, all_tools())
+        await p.on_request(ex)
+    long_list = names(ex.tools)
+    convo = [convo[0], {"role": "user", "content": "Summary of earlier work."},
+             {"role": "user", "content": "Book a taxi to the airport."}]  # what a compacted history looks like
+    ex = exchange(convo, all_tools())
+    ex.record("history", "compaction", reason="budget")
+    await p.on_request(ex)
+    assert actions(ex)["list_changed"]["reason"] == "compaction"
+    assert "book_taxi" in names(ex.tools) and "get_horoscope" not in names(ex.tools) and len(ex.tools) < len(long_list)
+
+
+async def test_without_stable_list_a_new_request_starts_a_new_list(tmp_path):
+    p = policy(tmp_path, stable_list=False, query={"task": 0})  # the first request's words out of the query
+    convo = user("What will the weather be like in Oslo tomorrow?")
+    await p.on_request(exchange(convo, all_tools()))
+    convo = convo + [{"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "Track parcel 1Z999AA1."}]
+    ex = exchange(convo, all_tools())
+    await p.on_request(ex)
+    assert "get_weather_forecast" not in names(ex.tools) and "track_package" in names(ex.tools)
+    assert actions(ex)["list_changed"]["reason"] == "request"
+
+
+async def test_a_list_that_would_pass_max_tools_starts_again_from_this_steps_needs(tmp_path):
+    p = policy(tmp_path, max_tools=8, top_k=2)
+    convo = user("What will the weather be like in Oslo tomorrow?")
+    for tool_name in ("get_horoscope", "play_music", "define_word", "set_timer", "calculate", "rent_car", "find_jobs"):
+        convo = step_of(convo, tool_name)
+    convo = convo + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Track parcel 1Z999AA1."}]
+    ex = exchange(convo, all_tools())
+    await p.on_request(exchange(convo[:3], all_tools()))
+    await p.on_request(ex)
+    assert actions(ex)["list_changed"]["reason"] == "full"
+    assert "track_package" in names(ex.tools) and "get_horoscope" in names(ex.tools)  # called tools are never dropped
+
+
+async def test_session_lists_are_per_tenant_and_bounded(tmp_path):
+    p = policy(tmp_path, max_sessions=2)
+    base = exchange(user("What will the weather be like in Oslo tomorrow?"), all_tools(), session="same")
+    base.tenant = "acme"
+    await p.on_request(base)
+    other = exchange(user("Track parcel 1Z999AA1."), all_tools(), session="same")
+    other.tenant = "globex"
+    await p.on_request(other)
+    assert "get_weather_forecast" not in names(other.tools) and "list_changed" not in actions(other)
+    for s in ("s1", "s2"):  # two more sessions push acme's out of a 2-session memory
+        await p.on_request(exchange(user("Play some jazz"), all_tools(), session=s))
+    again = exchange(user("What will the weather be like in Oslo tomorrow?") + user("Track parcel 1Z999AA1."), all_tools(), session="same")
+    again.tenant = "acme"
+    await p.on_request(again)
+    assert "list_changed" not in actions(again)  # a fresh list, not a change to a forgotten one
+
+
+async def test_tools_agents_use_with_a_server_rank_up_for_that_server(tmp_path):
+    servers = [tool(f"car__{n}", f"Vehicle control: {d}", []) for n, d in [
+        ("start_engine", "start the engine of the vehicle"), ("press_brake_pedal", "press the brake pedal"),
+        ("lock_doors", "lock or unlock the doors"), ("set_headlights", "turn the headlights on or off"),
+        ("fill_fuel_tank", "fill the fuel tank"), ("check_tire_pressure", "check the tire pressure")]]
+    tools = all_tools(40) + servers
+    p = policy(tmp_path, top_k=2, sibling_boost=0.0)
+    ask = user("Please start the engine of my car.")
+    ex = exchange(ask, tools, session="before")
+    await p.on_request(ex)
+    assert "car__press_brake_pedal" not in names(ex.tools)
+    for i in range(4):  # sessions in which agents pressed the brake before starting the engine
+        await p.on_request(exchange(step_of(step_of(ask, "car__press_brake_pedal"), "car__start_engine"), tools, session=f"u{i}"))
+    ex = exchange(ask, tools, session="after")
+    await p.on_request(ex)
+    assert "car__press_brake_pedal" in names(ex.tools)
+    ex = exchange(ask, tools, session="other-tenant")
+    ex.tenant = "globex"
+    await p.on_request(ex)
+    assert "car__press_brake_pedal" not in names(ex.tools)  # learned per tenant
+
+
+async def test_find_tools_adds_what_it_finds_and_says_what_was_wrong(tmp_path):
+    p = policy(tmp_path)
+    tools = all_tools() + [tool("get_tide_times", "Get high and low tide times for a beach.", ["beach"])]
+    ex = exchange(user("Book a taxi to the airport this afternoon."), tools)
+    await p.on_request(ex)
+    search = ex.proxy_tools["find_tools"]
+    assert search.owner == "tools" and "get_tide_times" not in names(ex.tools)
+    assert ex.notes.proxy_tool_rounds == p.config.max_inner_rounds
+    before = names(ex.tools)
+    text = await search.handler(ex, json.dumps({"query": "tide times at a beach"}))
+    assert "- get_tide_times:" in text and "[added]" in text
+    assert names(ex.tools)[: len(before)] == before and "get_tide_times" in names(ex.tools)[len(before):]
+    assert actions(ex)["search"]["query"] == "tide times at a beach"
+    assert "invalid" not in actions(ex) and await search.handler(ex, "{}") and "search_invalid" in actions(ex)
+    nxt = exchange(step_of(user("Book a taxi to the airport this afternoon."), "book_taxi"), tools)
+    await p.on_request(nxt)
+    assert "get_tide_times" in names(nxt.tools)  # kept from the next step on
+
+
+async def test_no_search_tool_when_tool_choice_rules_it_out_or_it_is_off(tmp_path):
+    for kwargs, body in [({}, {"tool_choice": "none"}), ({}, {"tool_choice": {"type": "function", "function": {"name": "book_taxi"}}}),
+                         ({"search_tool": False}, {})]:
+        p = policy(tmp_path, **kwargs)
+        ex = exchange(user("Book a taxi to the airport."), all_tools(), **body)
+        await p.on_request(ex)
+        assert "find_tools" not in ex.proxy_tools, (kwargs, body)

@@ -1,16 +1,15 @@
-"""The `archive` policy: move big tool results to the scratchpad, behind `ref=<id>` stubs.
+"""The `archive` policy: when a request is still over budget, move big tool results to the scratchpad.
 
-Which tool results (content above `min_tokens`, text only):
-- always: results from earlier turns (before the current user message): the model has used them;
-- budget `compress`: also results of the current turn, those the model already answered first,
-  until the request fits `ex.target_tokens`;
-- budget `aggressive`: every tool result whose stub is smaller than it.
-
-The forwarded tool message keeps its `tool_call_id` (pairs stay intact) and a one-line stub with
-the ref and a gist. Refs are deterministic (content + tool_call_id), so the next turn forwards the
-same stubs: the prefix stays cache-stable. Whenever the forwarded context holds refs (ours or the
-history policy's summaries), the proxy offers `context_recall(ref)` and answers it from the
-scratchpad, for at most `max_recall_rounds` rounds per request.
+The history policy compacts old turns at rare events (tool results in them become digests inside
+summary blocks). This policy is the budget's last resort for what is left verbatim: when the
+request still passes the budget's `target` after history ran (and the budget had asked for
+compression), tool results above `min_tokens` are replaced, oldest first and those the model
+already answered before the newest, until it fits; past the `aggressive` mark every result whose
+stub is smaller goes. The forwarded tool message keeps its `tool_call_id` (pairs stay intact) and
+a stub: the ref and a digest of the result by content type (digest.py), with no look-ahead, so the
+same result always gives the same stub. Whenever the forwarded context holds refs, the proxy offers
+`context_recall` (by ref or by query) and answers it from the scratchpad, for at most
+`max_recall_rounds` rounds per request.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from pydantic import Field
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
 from ..cache import LRU
 from ..messages import Message, content_text, last_user_index
-from .extractive import gist
+from .digest import digest
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
 from .scratchpad import STUB_PREFIX, archive_ref, refs_in, shared_scratchpad, stub_text
 
@@ -34,7 +33,7 @@ STUB_FLOOR_TOKENS = 80  # aggressive mode: results this small are cheaper kept t
 class ArchiveConfig(PolicyConfig):
     min_tokens: int = Field(500, ge=1)
     max_recall_rounds: int = Field(3, ge=0)
-    gist_chars: int = Field(160, ge=40, le=1000)
+    digest_tokens: int = Field(200, ge=20, le=4000)
     memory_entries: int = Field(2000, ge=10)
 
 
@@ -93,12 +92,12 @@ class ArchivePolicy(BasePolicy):
 
     # ------------------------------------------------------------------ choosing
 
-    def _candidates(self, ex: Exchange, messages: list[Message]) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
+    def _candidates(self, ex: Exchange, messages: list[Message], aggressive: bool) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
         """Tool results by phase: earlier turns, current turn already answered, current turn unanswered."""
         cfg: ArchiveConfig = self.config
         last_user = last_user_index(messages)
         last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-        floor = STUB_FLOOR_TOKENS if ex.pressure == "aggressive" else cfg.min_tokens
+        floor = STUB_FLOOR_TOKENS if aggressive else cfg.min_tokens
         earlier, answered, unanswered, skipped = [], [], [], 0
         for i, msg in enumerate(messages):
             if msg.get("role") != "tool":
@@ -132,20 +131,23 @@ class ArchivePolicy(BasePolicy):
         return known
 
     async def _archive(self, ex: Exchange, messages: list[Message]) -> tuple[list[_Candidate], int | None]:
-        """Stub the chosen results in `messages` (a new list). Returns what was archived and, under
-        budget pressure, the request's tokens afterwards (tracked, not recounted per stub)."""
+        """Stub the chosen results in `messages` (a new list) while the request is over target.
+        Returns what was archived and the request's tokens afterwards (None: not under pressure)."""
         cfg: ArchiveConfig = self.config
-        earlier, answered, unanswered = await asyncio.to_thread(self._candidates, ex, messages)
-        done: list[_Candidate] = []
-        await self._stub(ex, messages, earlier, done)
-        if ex.pressure == "none" or ex.target_tokens is None:
-            return done, None
-        if ex.pressure == "aggressive":
-            await self._stub(ex, messages, answered + unanswered, done)
-            return done, await asyncio.to_thread(self._request_tokens, ex, messages)
+        note = ex.notes.budget
+        if ex.pressure == "none" or note is None or note.target_at is None:
+            return [], None
         total = await asyncio.to_thread(self._request_tokens, ex, messages)
-        for cand in [c for c in answered + unanswered if c.tokens > cfg.min_tokens]:
-            if total <= ex.target_tokens:
+        if total <= note.target_at:
+            return [], total
+        aggressive = note.aggressive_at is not None and total >= note.aggressive_at
+        earlier, answered, unanswered = await asyncio.to_thread(self._candidates, ex, messages, aggressive)
+        done: list[_Candidate] = []
+        if aggressive:
+            await self._stub(ex, messages, earlier + answered + unanswered, done)
+            return done, await asyncio.to_thread(self._request_tokens, ex, messages)
+        for cand in [c for c in earlier + answered + unanswered if c.tokens > cfg.min_tokens]:
+            if total <= note.target_at:
                 break
             await self._stub(ex, messages, [cand], done)
             known = self._known.get(cand.ref)
@@ -181,8 +183,9 @@ class ArchivePolicy(BasePolicy):
         out = []
         for cand in cands:
             known = self._remember(cand.ref, messages[cand.index], model)
-            if not known.stub:  # gists are not free: made once per ref
-                known.gist = gist(cand.text, self.config.gist_chars).replace("]", ")")
+            if not known.stub:  # digests are not free: made once per ref
+                count = lambda text: self.services.tokens.count_text(text, model)  # noqa: E731
+                known.gist = digest(cand.text, self.config.digest_tokens, count=count, recall_hint=f"ref={cand.ref}")
                 known.stub = stub_text(cand.ref, cand.tokens, known.gist)
                 known.stub_tokens = self.services.tokens.count_message({"role": "tool", "content": known.stub}, model)
             out.append(known)

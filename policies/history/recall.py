@@ -1,14 +1,21 @@
 """The `context_recall` tool: the proxy offers it when the forwarded context holds archive refs,
-and answers the model's calls to it from the scratchpad (the proxy's tool rounds run it)."""
+and answers the model's calls to it from the scratchpad (the proxy's tool rounds run it).
+
+By ref it returns the archived text whole; with a query it searches inside what this conversation
+archived (the refs its forwarded context shows, so nothing of another conversation or tenant is
+reachable) and returns the best-matching parts: "the order with id 4711" finds that item of a JSON
+result whose digest elided it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any, Awaitable, Callable
 
 from ..base import Exchange, ProxyTool, Services
-from .scratchpad import RECALL_TOOL_NAME, Scratchpad
+from .archive_search import ArchiveSearch, render_hits
+from .scratchpad import RECALL_TOOL_NAME, Scratchpad, refs_in
 
 VALID_REF = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
@@ -17,13 +24,16 @@ RECALL_TOOL: dict[str, Any] = {
     "function": {
         "name": RECALL_TOOL_NAME,
         "description": (
-            "Fetch the full text of content archived out of this conversation to save context. "
-            "Archived tool results and summarized history show a reference as ref=<id>; pass that id."
+            "Bring back content archived out of this conversation to save context. Archived tool results "
+            "and summarized history show a reference as ref=<id>. Pass ref for the whole text, query to "
+            "search everything archived here (e.g. an id or a name), or both to search inside one ref."
         ),
         "parameters": {
             "type": "object",
-            "properties": {"ref": {"type": "string", "description": "The id after ref= in an archive stub or summary."}},
-            "required": ["ref"],
+            "properties": {
+                "ref": {"type": "string", "description": "The id after ref= in an archive stub or summary."},
+                "query": {"type": "string", "description": "What to look for in the archived content."},
+            },
             "additionalProperties": False,
         },
     },
@@ -33,18 +43,30 @@ RECALL_TOOL: dict[str, Any] = {
 RecordFn = Callable[..., Any]
 
 
+SEARCH_HITS = 5
+_search = ArchiveSearch()
+
+
+def _arguments(raw_arguments: str) -> tuple[str, str]:
+    try:
+        args = json.loads(raw_arguments or "{}")
+    except ValueError:
+        args = {}
+    if not isinstance(args, dict):
+        return "", ""
+    ref = str(args.get("ref") or "").strip()
+    return (ref[4:] if ref.startswith("ref=") else ref), str(args.get("query") or "").strip()
+
+
 def recall_handler(pad: Scratchpad, record: RecordFn) -> Callable[[Exchange, str], Awaitable[str]]:
     async def handle(ex: Exchange, raw_arguments: str) -> str:
-        try:
-            args = json.loads(raw_arguments or "{}")
-        except ValueError:
-            args = {}
-        ref = str(args.get("ref", "")).strip() if isinstance(args, dict) else ""
-        if ref.startswith("ref="):
-            ref = ref[4:]
-        if not VALID_REF.match(ref):
+        ref, query = _arguments(raw_arguments)
+        if ref and not VALID_REF.match(ref) or not ref and not query:
             record(ex, "recall_invalid", ref=ref[:100])
-            return f'error: {RECALL_TOOL_NAME} needs {{"ref": "<id>"}}, the id shown as ref=<id> in an archive stub or summary.'
+            return (f'error: {RECALL_TOOL_NAME} needs {{"ref": "<id>"}} (the id shown as ref=<id> in an archive stub '
+                    'or summary), {"query": "<what to find>"}, or both.')
+        if query:
+            return await _search_archive(ex, pad, record, ref, query)
         text = await pad.get(ex.tenant, ref)
         if text is None:
             record(ex, "recall_unknown", ref=ref)
@@ -53,6 +75,20 @@ def recall_handler(pad: Scratchpad, record: RecordFn) -> Callable[[Exchange, str
         return text
 
     return handle
+
+
+async def _search_archive(ex: Exchange, pad: Scratchpad, record: RecordFn, ref: str, query: str) -> str:
+    refs = [ref] if ref else refs_in(ex.messages)
+    docs = {}
+    for r in refs:
+        text = await pad.get(ex.tenant, r)
+        if text is not None:
+            docs[r] = text
+    hits = await asyncio.to_thread(_search.search, docs, query, SEARCH_HITS)
+    record(ex, "recall_search", refs=len(docs), hits=len(hits))
+    if not hits:
+        return f"nothing archived in this conversation matches {query!r}."
+    return render_hits(hits)
 
 
 def ensure_recall_tool(ex: Exchange, pad: Scratchpad, record: RecordFn, rounds: int | None = None) -> bool:

@@ -42,10 +42,11 @@ def span_ref(key: str) -> str:
     return "hs_" + key[:20]
 
 
-def stub_text(ref: str, tokens: int, gist_line: str) -> str:
+def stub_text(ref: str, tokens: int, digest: str) -> str:
+    """A stub: the ref, the original's size, how to get it back, then the digest of what it held."""
     return (
-        f"{STUB_PREFIX}{ref}: {tokens} tokens; gist: {gist_line}. "
-        f"Call {RECALL_TOOL_NAME} with this ref for the full text.]"
+        f"{STUB_PREFIX}{ref}: {tokens} tokens; {RECALL_TOOL_NAME} with this ref (and a query, to search "
+        f"inside it) returns the full text]\n{digest}"
     )
 
 

@@ -1,89 +1,86 @@
-"""The `tools` policy: context confusion from too many tools (a tool loadout per request).
+"""The `tools` policy: context confusion from too many tools (a tool loadout per session).
 
-More than `max_tools` tools confuse a model. Then the request is forwarded with the `top_k` tools
-most relevant to its current intent (above `min_score`), plus the tools it must keep: the one
-`tool_choice` names, the ones the assistant already called in the forwarded context, and
-`always_keep`. Kept definitions are the client's own dicts, in the client's order. While the
-user's request is unchanged (the agent loops through tool calls) the selection is reused, so the
-tool prefix stays cache-stable; it only grows when a needed tool is missing from it.
+More than `max_tools` tools confuse a model. Then the request is forwarded with the tools the
+agent's current step needs, ranked from its state (query.py: the request, the task, its latest
+call and result), as many as the scores say (`min_k`..`max_k`, or a fixed `top_k`), with the
+siblings of chosen tools ranked up (servers.py), plus the tools it must keep: the one
+`tool_choice` names, the ones the conversation already called, and `always_keep`.
+
+The forwarded list is the session's loadout (loadout.py): append-only, so the cached prompt
+prefix survives; kept definitions are the client's own dicts. With `search_tool` the model also
+gets `find_tools` (search.py), answered here, for what the filter did not forward.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
-from dataclasses import dataclass, field
-from typing import Any
+import pickle
+from dataclasses import dataclass
+from typing import Any, Hashable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
+from ..base import BasePolicy, Exchange, ProxyTool, Services, Verdict
 from ..cache import LRU
-from ..messages import Tool
+from ..messages import Message, Tool
 from .catalog import CatalogReport, ToolCatalog
+from .config import ToolsConfig
 from .facts import FactsCache
+from .loadout import CALLED, CLIENT, COMPACTION, FULL, GROW, REQUEST, ListChange, Loadout, Loadouts, extend
+from .query import QueryPart, QueryWeights, agent_query, describe, weighted_terms
 from .ranking import ToolSetIndex, Weights
-from .selection import (
-    Remembered,
-    SelectionMemory,
-    called_tool_names,
-    intent_text,
-    parse_tool_choice,
-    request_key,
-    top_relevant,
-)
-from .text import terms, tool_name
+from .report import report_selection
+from .search import FIND_TOOLS, FIND_TOOLS_TOOL, answer, description_of, invalid, parse_query
+from .selection import Selection, ToolChoice, adaptive_relevant, called_tool_names, parse_tool_choice, request_key
+from .servers import NO_SERVER, sibling_boost
+from .text import tool_name
+from .usage import UsageStats
 
+__all__ = ["ToolsConfig", "ToolsPolicy", "Selection"]  # Selection: selection.py, re-exported
 
-class WeightsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    description: float = Field(1.0, ge=0)
-    segments: float = Field(0.5, ge=0)
-    lexical: float = Field(0.1, ge=0)
-
-    @model_validator(mode="after")
-    def _some_semantic_weight(self) -> "WeightsConfig":
-        if self.description + self.segments <= 0:
-            raise ValueError("description and segments cannot both be 0; to rank mostly lexically, make them small instead")
-        return self
-
-
-class ToolsConfig(PolicyConfig):
-    max_tools: int = Field(30, ge=1)
-    top_k: int = Field(5, ge=1)
-    min_score: float = 0.0
-    always_keep: list[str] = Field(default_factory=list)
-    weights: WeightsConfig = WeightsConfig()
+# The history policy records this action when a request is itself a compaction event: the cached
+# prefix is gone then, so it is the one moment the tool list may shrink.
+COMPACTION_ACTION = "history.compaction"
 
 
 @dataclass
-class Selection:
-    """What the worker thread decided for one request."""
+class Step:
+    """One request, as the worker thread needs it."""
 
-    kept: list[int]  # indices into the client's tools, in the client's order
-    relevance: dict[str, float]  # the relevant tools' scores (kept for relevance, not forced)
-    forced: list[str]  # kept because they must be
-    reused: bool  # the session's previous selection, unchanged request
-    tool_tokens: np.ndarray  # tokens per client tool
-    catalog: CatalogReport = field(default_factory=CatalogReport)
-    degraded: str | None = None  # why ranking fell back to lexical only
-    skipped: str | None = None  # why nothing was filtered
+    tools: list[Tool]
+    messages: list[Message]
+    tool_choice: Any
+    model: str
+    tenant: str | None
+    session: Hashable
+    compacted: bool  # the history policy compacted this request
+
+
+@dataclass
+class Ranked:
+    chosen: list[int]  # this step's relevant tools, best first (must-keep ones take no slot)
+    scores: np.ndarray
+    best: str | None  # the best tool overall, must-keep ones included
+    parts: list[QueryPart]
 
 
 class ToolsPolicy(BasePolicy):
     name = "tools"
     Config = ToolsConfig
     MAX_TOOL_SETS = 256  # ToolSetIndex objects kept (one per distinct tool set, tenant and embedder)
+    MAX_QUERY_VECTORS = 4096  # query texts embedded (the task's text repeats on every step)
 
     def __init__(self, config: ToolsConfig, services: Services) -> None:
         super().__init__(config, services)
         self.weights = Weights(**config.weights.model_dump())
+        self.query_weights = QueryWeights(**config.query.model_dump())
         self.catalog = ToolCatalog()
         self.facts = FactsCache()
-        self.memory = SelectionMemory()
+        self.loadouts = Loadouts(config.max_sessions, config.session_ttl_s)
+        self.usage = UsageStats()
         self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS)
+        self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(self.MAX_QUERY_VECTORS)
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
         tools = ex.tools
@@ -94,62 +91,163 @@ class ToolsPolicy(BasePolicy):
         if len(tools) <= self.config.max_tools:
             metrics.record("ctxwarden.tools.out", len(tools), model=ex.model)
             return None
-        selection = await asyncio.to_thread(
-            self.select, tools, ex.messages, ex.body.get("tool_choice"), ex.model, ex.tenant, ex.session_id
-        )
-        self._report(ex, tools, selection)
+        step = Step(tools, ex.messages, ex.body.get("tool_choice"), ex.model, ex.tenant, ex.session_key,
+                    compacted=any(a.label == COMPACTION_ACTION for a in ex.actions))
+        selection = await asyncio.to_thread(self.select, step)
+        report_selection(self, ex, tools, selection)
         if len(selection.kept) < len(tools):
             ex.tools = [tools[i] for i in selection.kept]
+            if self.config.search_tool and self.config.max_inner_rounds > 0 and selection.index is not None:
+                self._offer_search(ex, step, selection.index)
         return None
 
     # ------------------------------------------------------------------ the decision (worker thread)
 
-    def select(
-        self,
-        tools: list[Tool],
-        messages: list[dict[str, Any]],
-        tool_choice: Any,
-        model: str,
-        tenant: str | None,
-        session_id: str,
-    ) -> Selection:
-        index, toolset, catalog, degraded = self._index(tools, tenant)
-        tokens = self._tool_tokens(index, tools, model)
-        choice = parse_tool_choice(tool_choice)
-        must = set(choice.names) | called_tool_names(messages) | set(self.config.always_keep)
-        # A tool without a name cannot be judged; dropping it would be a silent change.
-        forced = {i for i, name in enumerate(index.names) if name is None or name in must}
-        session, request = f"{tenant or ''}|{session_id}", request_key(messages)
-        remembered = self.memory.recall(session, request, toolset)
-        if remembered is not None:
-            chosen = {i for i, name in enumerate(index.names) if name in remembered.names}
-            relevance = remembered.relevance
-        else:
-            intent = intent_text(messages)
-            if not intent.strip():
-                return Selection(list(range(len(tools))), {}, [], False, tokens, catalog, degraded, skipped="no_intent")
-            scores, degraded = self._relevance(index, intent, degraded)
-            top = top_relevant(scores, self.config.top_k, self.config.min_score)
-            if choice.required and not top and not forced:
-                top = top_relevant(scores, 1, float("-inf"))  # "required" must leave a tool to call
-            chosen = set(top)
-            relevance = {str(index.names[i]): round(float(scores[i]), 4) for i in top}
-        kept = sorted(chosen | forced)
-        names = frozenset(str(index.names[i]) for i in kept)
-        if remembered is None or names != remembered.names:
-            self.memory.remember(session, Remembered(request, toolset, names, relevance))
-        forced_names = sorted(str(index.names[i]) for i in forced - chosen)
-        return Selection(kept, relevance, forced_names, remembered is not None, tokens, catalog, degraded)
+    def select(self, step: Step) -> Selection:
+        index, catalog, degraded = self._index(step.tools, step.tenant)
+        tokens = self._tool_tokens(index, step.tools, step.model)
+        choice = parse_tool_choice(step.tool_choice)
+        must = set(choice.names) | called_tool_names(step.messages) | set(self.config.always_keep)
+        must_names = [n for n in index.names if n is not None and n in must]  # client order
+        available = set(index.positions)
+        request = request_key(step.messages)
+        loadout = self.loadouts.get(step.session)  # ranked outside the lock: other sessions need not wait
+        reset = self._reset_reason(loadout, step, request)
+        ranked = None
+        if reset is not None or loadout.request != request or self.config.grow:
+            listed = [index.positions[n] for n in (loadout.names if loadout and not reset else []) if n in index.positions]
+            ranked, degraded = self._rank(index, step, [index.positions[n] for n in must_names], listed, degraded)
+        if ranked is None and loadout is None:
+            every = list(range(len(step.tools)))
+            return Selection(every, {}, [], None, "", None, tokens, None, catalog, degraded, skipped="no_intent")
+        with self.loadouts.lock:  # the list itself: read, extend, write as one step
+            loadout = self.loadouts.get(step.session)
+            reset = self._reset_reason(loadout, step, request)
+            names, change = self._next_list(index, loadout, reset, must_names, ranked, choice, available)
+            counted = self._learn(index, step, loadout.counted if loadout else set())
+            self.loadouts.put(step.session, Loadout(names, request, counted))
+        relevance = {str(index.names[i]): round(float(ranked.scores[i]), 4) for i in ranked.chosen} if ranked else {}
+        chosen = set(ranked.chosen) if ranked else set()
+        forced = [n for n in must_names if index.positions[n] not in chosen]
+        return Selection(self._kept(index, names), relevance, forced, len(chosen) if ranked else None,
+                         describe(ranked.parts) if ranked else "", change, tokens, index, catalog, degraded)
 
-    def _index(self, tools: list[Tool], tenant: str | None) -> tuple[ToolSetIndex, str, CatalogReport, str | None]:
+    def _reset_reason(self, loadout: Loadout | None, step: Step, request: str) -> str | None:
+        if loadout is None:
+            return "new"
+        if step.compacted:
+            return COMPACTION
+        if not self.config.stable_list and loadout.request != request:
+            return REQUEST
+        return None
+
+    def _next_list(self, index: ToolSetIndex, loadout: Loadout | None, reset: str | None,
+                   must_names: list[str], ranked: Ranked | None, choice: ToolChoice,
+                   available: set[str]) -> tuple[list[str], ListChange | None]:
+        """The session's new list and how it differs from the previous one."""
+        chosen = [str(index.names[i]) for i in (ranked.chosen if ranked else []) if index.names[i] is not None]
+        if choice.required and not chosen and not must_names and ranked is not None:
+            chosen = [str(index.names[int(np.argmax(ranked.scores))])]  # "required" must leave a tool to call
+        previous = loadout.names if loadout else []
+        if reset is not None:
+            names, _, _ = extend([], must_names + _client_order(index, chosen), available)
+        else:
+            # Grow only when this step's best tool is missing (measured on dev: growing for any missing
+            # top-k tool costs more changes than it saves find_tools calls); each change costs the cache.
+            best = ranked.best if ranked else None
+            picks = chosen if best is not None and best not in previous and best not in must_names else []
+            names, _, _ = extend(previous, must_names + _client_order(index, picks), available)
+            if len(names) > self.config.max_tools:
+                reset = FULL
+                names, _, _ = extend([], must_names + _client_order(index, chosen), available)
+        if loadout is None or names == previous:
+            return names, None
+        added = tuple(n for n in names if n not in set(previous))
+        removed = tuple(n for n in previous if n not in set(names))
+        reason = reset or (CLIENT if not added else CALLED if any(n in must_names for n in added) else GROW)
+        return names, ListChange(added, removed, reason)
+
+    def _rank(self, index: ToolSetIndex, step: Step, must: list[int], listed: list[int],
+              degraded: str | None) -> tuple[Ranked | None, str | None]:
+        """This step's relevant tools. The must-keep ones are kept anyway and their calls fill the
+        query with their own names, so they anchor their servers but take no relevance slot."""
+        parts = agent_query(step.messages, self.query_weights)
+        if not parts:
+            return None, degraded
+        scores, degraded = self._scores(index, parts, degraded)
+        scores = self._structure(index, scores, must + listed, step.tenant)
+        candidates = scores.copy()
+        candidates[must] = -np.inf
+        lo, hi = self.config.k_range()
+        chosen = adaptive_relevant(candidates, lo, hi, self.config.gap, self.config.min_score)
+        top = int(np.argmax(scores)) if len(scores) else None
+        best = index.names[top] if top is not None else None
+        return Ranked(chosen, scores, best, parts), degraded
+
+    def _structure(self, index: ToolSetIndex, scores: np.ndarray, anchors: list[int], tenant: str | None) -> np.ndarray:
+        """Scores with the catalog's structure: the anchored servers' close siblings, and the tools
+        agents use with those servers (usage.py), ranked up."""
+        if not len(scores):
+            return scores
+        anchors = [*anchors, int(np.argmax(scores))]  # the best tool's server is the step's server
+        boosted = sibling_boost(scores, index.groups, anchors, self.config.sibling_boost)
+        if self.config.usage_boost > 0:
+            shares = self.usage.shares(tenant, index.names, index.groups, index.servers)
+            anchored = [int(index.groups[i]) for i in anchors if index.groups[i] != NO_SERVER]
+            boosted = boosted + self.config.usage_boost * shares * np.isin(index.groups, anchored)
+        return boosted
+
+    def _learn(self, index: ToolSetIndex, step: Step, counted: set[str]) -> set[str]:
+        """Count the session's newly called tools and servers (usage.py); what is counted now."""
+        called = {n for n in called_tool_names(step.messages) if n in index.positions}
+        new_tools = called - counted
+        if not new_tools:
+            return counted
+        servers = {f"server:{index.servers[g]}" for n in called if (g := int(index.groups[index.positions[n]])) != NO_SERVER}
+        new_servers = servers - counted
+        self.usage.count(step.tenant, new_tools, [s.removeprefix("server:") for s in new_servers])
+        return counted | new_tools | new_servers
+
+    def _scores(self, index: ToolSetIndex, parts: list[QueryPart], degraded: str | None) -> tuple[np.ndarray, str | None]:
+        vector = None
+        if index.has_vectors:
+            try:
+                vector = self._query_vector(parts)
+            except Exception as exc:
+                degraded = f"query embedding failed: {type(exc).__name__}: {exc}"
+        return index.relevance(vector, weighted_terms(parts), self.weights), degraded
+
+    def _query_vector(self, parts: list[QueryPart]) -> np.ndarray:
+        """The weighted mean of the parts' vectors (each text embedded once, then cached)."""
+        embedder = self.services.embedder
+        vectors = {p.text: self._query_vectors.get((embedder.name, p.text)) for p in parts}
+        missing = [t for t, v in vectors.items() if v is None]
+        if missing:
+            for text, vec in zip(missing, embedder.embed(missing)):
+                vectors[text] = np.asarray(vec, dtype=np.float32)
+                self._query_vectors.put((embedder.name, text), vectors[text])
+        total = sum(p.weight for p in parts)
+        return sum(p.weight * vectors[p.text] for p in parts) / total
+
+    def _kept(self, index: ToolSetIndex, names: list[str]) -> list[int]:
+        """Indices to forward: nameless tools first (never judged, never dropped), then the list."""
+        by_name: dict[str, list[int]] = {}
+        for i, name in enumerate(index.names):
+            if name is not None:
+                by_name.setdefault(name, []).append(i)
+        nameless = [i for i, name in enumerate(index.names) if name is None]
+        return nameless + [i for name in names for i in by_name.get(name, [])]
+
+    def _index(self, tools: list[Tool], tenant: str | None) -> tuple[ToolSetIndex, CatalogReport, str | None]:
         """The tool set's index: cached per (tool set, tenant, embedder); built through the catalog."""
-        toolset = hashlib.sha256(json.dumps(tools, ensure_ascii=False, default=str).encode()).hexdigest()[:24]
+        # pickle is ~4x faster than json for a 500-tool list; the key only has to be equal for equal lists.
+        toolset = hashlib.sha256(pickle.dumps(tools, protocol=5)).hexdigest()[:24]
         embedder = self.services.embedder
         space = embedder.name if embedder is not None else ""
         cache_key = (toolset, tenant or "", space)
         hit = self._indexes.get(cache_key)
         if hit is not None:
-            return hit, toolset, CatalogReport(), None
+            return hit, CatalogReport(), None
         facts = self.facts.facts(tools)
         keys = [f.key for f in facts]
         report, degraded, vectors = CatalogReport(), None, None
@@ -164,16 +262,7 @@ class ToolsPolicy(BasePolicy):
         index.facts = facts
         if degraded is None:  # a degraded index is rebuilt next time, when the embedder may be back
             self._indexes.put(cache_key, index)
-        return index, toolset, report, degraded
-
-    def _relevance(self, index: ToolSetIndex, intent: str, degraded: str | None) -> tuple[np.ndarray, str | None]:
-        query = None
-        if index.has_vectors:
-            try:
-                query = np.asarray(self.services.embedder.embed([intent])[0], dtype=np.float32)
-            except Exception as exc:
-                degraded = f"query embedding failed: {type(exc).__name__}: {exc}"
-        return index.relevance(query, terms(intent), self.weights), degraded
+        return index, report, degraded
 
     def _tool_tokens(self, index: ToolSetIndex, tools: list[Tool], model: str) -> np.ndarray:
         counts = index.token_counts.get(model)
@@ -183,31 +272,51 @@ class ToolsPolicy(BasePolicy):
             index.token_counts[model] = counts
         return counts
 
-    # ------------------------------------------------------------------ reporting (event loop)
+    # ------------------------------------------------------------------ the search tool
 
-    def _report(self, ex: Exchange, tools: list[Tool], s: Selection) -> None:
-        metrics = self.services.metrics
-        before = int(s.tool_tokens.sum())
-        after = int(s.tool_tokens[s.kept].sum()) if s.kept else 0
-        self.record(ex, "confusion", tool_count=len(tools), threshold=self.config.max_tools, tool_tokens=before)
-        metrics.add("ctxwarden.tools.confusion", 1, model=ex.model)
-        if s.degraded:
-            self.record(ex, "degraded", reason=s.degraded)
-        if s.catalog.store_error:
-            self.record(ex, "store_failed", error=s.catalog.store_error)
-        if s.catalog.embedded:
-            self.record(ex, "catalog_add", tools=s.catalog.embedded)
-        if s.skipped:
-            self.record(ex, "skipped", reason=s.skipped)
-        kept_names = [str(tool_name(tools[i])) for i in s.kept]
-        if len(s.kept) < len(tools):
-            self.record(
-                ex, "filter", tools_in=len(tools), tools_out=len(s.kept), kept=kept_names, forced=s.forced,
-                reused=s.reused, relevance=json.dumps(s.relevance), tokens_before=before, tokens_after=after,
-                tokens_saved=before - after,
-            )
-        metrics.record("ctxwarden.tools.out", len(s.kept), model=ex.model)
-        metrics.record("ctxwarden.tools.tokens_saved", before - after, model=ex.model)
-        if not s.reused:
-            for score in s.relevance.values():
-                metrics.record("ctxwarden.tools.relevance", score, model=ex.model)
+    def _offer_search(self, ex: Exchange, step: Step, index: ToolSetIndex) -> None:
+        """Add find_tools for this request, unless the client owns the name or tool_choice rules it out."""
+        choice = step.tool_choice
+        if choice == "none" or isinstance(choice, dict):  # a named tool or an allowed list: find_tools can't be called
+            return
+        if FIND_TOOLS in index.positions:
+            self.record(ex, "search_name_taken", tool=FIND_TOOLS)
+            return
+        if FIND_TOOLS in ex.proxy_tools:
+            return
+        ex.proxy_tools[FIND_TOOLS] = ProxyTool(FIND_TOOLS_TOOL, self._search_handler(step, index), owner=self.name)
+        rounds = ex.notes.proxy_tool_rounds
+        ex.notes.proxy_tool_rounds = self.config.max_inner_rounds if rounds is None else max(rounds, self.config.max_inner_rounds)
+
+    def _search_handler(self, step: Step, index: ToolSetIndex) -> Any:
+        async def handle(ex: Exchange, raw_arguments: str) -> str:
+            query = parse_query(raw_arguments)
+            if query is None:
+                self.record(ex, "search_invalid", arguments=(raw_arguments or "")[:200])
+                return invalid()
+            anchors = [index.positions[n] for n in (tool_name(t) for t in ex.tools or []) if n in index.positions]
+            found = await asyncio.to_thread(self.search, index, query, anchors, step.tenant)
+            names = [str(index.names[i]) for i in found]
+            have = {tool_name(t) for t in ex.tools or []}
+            added = [n for n in names if n not in have]
+            self.loadouts.append(step.session, added, set(index.positions))  # kept from the next step on
+            ex.tools = [*(ex.tools or []), *(step.tools[index.positions[n]] for n in added)]  # callable in the next round
+            self.record(ex, "search", query=query, found=names, added=added)
+            self.services.metrics.add("ctxwarden.tools.search", 1, model=ex.model, found=bool(added))
+            return answer(query, [(n, description_of(step.tools[index.positions[n]])) for n in names], added)
+
+        return handle
+
+    def search(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None) -> list[int]:
+        """The catalog's best matches for a query the model wrote (named tools only); the siblings
+        of the tools it already has rank up, as in the selection (a vague query means its servers)."""
+        parts = [QueryPart("request", query, 1.0)]
+        scores, _ = self._scores(index, parts, None)
+        scores = self._structure(index, scores, anchors or [], tenant)
+        named = np.array([n is not None for n in index.names])
+        order = np.argsort(-np.where(named, scores, -np.inf), kind="stable")[: self.config.search_results]
+        return [int(i) for i in order if index.names[i] is not None]
+
+
+def _client_order(index: ToolSetIndex, names: list[str]) -> list[str]:
+    return sorted(names, key=lambda n: index.positions.get(n, 0))

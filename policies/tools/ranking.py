@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..cache import LRU
 from .catalog import ToolVectors
+from .servers import server_groups
 from .text import ToolText, terms
 
 _UNSEEN: Any = object()  # a term not looked up yet (None caches a term no tool has)
@@ -63,14 +64,18 @@ class LexicalIndex:
         self.norms = [BM25_K1 * (1 - BM25_B + BM25_B * d.length / avg) for d in self.docs]
         self._postings: LRU[str, tuple[np.ndarray, np.ndarray] | None] = LRU(self.MAX_CACHED_TERMS)
 
-    def scores(self, query_terms: Sequence[str]) -> np.ndarray:
+    def scores(self, query_terms: Sequence[str] | Mapping[str, float]) -> np.ndarray:
+        """BM25 of every tool; with a mapping, each term's contribution is scaled by its weight."""
+        weighted = query_terms if isinstance(query_terms, Mapping) else dict.fromkeys(query_terms, 1.0)
+        if len(weighted) > self.MAX_QUERY_TERMS:  # the heaviest terms (stable: first seen first among equals)
+            weighted = dict(sorted(weighted.items(), key=lambda kv: -kv[1])[: self.MAX_QUERY_TERMS])
         out = np.zeros(len(self.docs))
-        for term in list(dict.fromkeys(query_terms))[: self.MAX_QUERY_TERMS]:
+        for term, weight in weighted.items():
             hit = self._postings.get(term, _UNSEEN)
             if hit is _UNSEEN:
                 hit = self._posting(term)
             if hit is not None:
-                out[hit[0]] += hit[1]
+                out[hit[0]] += weight * hit[1]
         return out
 
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -96,26 +101,35 @@ class ToolSetIndex:
     documents: np.ndarray | None  # (n, dim); None when embeddings were unavailable (lexical only)
     segments: np.ndarray | None  # (total segments, dim)
     segment_starts: np.ndarray | None  # first segment row of each tool (tools own contiguous rows)
+    groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # server per tool (servers.py)
+    servers: list[str] = field(default_factory=list)  # server names, by group index
     token_counts: dict[str, np.ndarray] = field(default_factory=dict)  # model → tokens per tool
     facts: list[Any] = field(default_factory=list)  # the tools' ToolFacts (facts.py), same order
+    positions: dict[str, int] = field(default_factory=dict)  # name → index of its first tool
 
     @classmethod
     def build(cls, names: list[str | None], docs: Sequence[LexicalDoc],
               vectors: Sequence[ToolVectors] | None) -> "ToolSetIndex":
         lexical = LexicalIndex(docs)
+        groups, servers = server_groups(names)
+        positions: dict[str, int] = {}
+        for i, name in enumerate(names):
+            if name is not None:
+                positions.setdefault(name, i)
         if not vectors:
-            return cls(names, lexical, None, None, None)
+            return cls(names, lexical, None, None, None, groups, servers, positions=positions)
         documents = np.stack([v.vectors[0] for v in vectors])
         segments = np.concatenate([v.vectors[1:] for v in vectors])
         counts = np.array([len(v.vectors) - 1 for v in vectors])
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        return cls(names, lexical, documents, segments, starts)
+        return cls(names, lexical, documents, segments, starts, groups, servers, positions=positions)
 
     @property
     def has_vectors(self) -> bool:
         return self.documents is not None
 
-    def relevance(self, query_vector: np.ndarray | None, query_terms: Sequence[str], weights: Weights) -> np.ndarray:
+    def relevance(self, query_vector: np.ndarray | None, query_terms: Sequence[str] | Mapping[str, float],
+                  weights: Weights) -> np.ndarray:
         bm25 = self.lexical.scores(query_terms)
         lexical = bm25 / (bm25 + LEXICAL_HALF)
         if query_vector is None or self.documents is None:

@@ -1,42 +1,18 @@
-"""Which tools a request needs: its intent, the tools it must keep, and the per-session memory
-that keeps a selection stable while the user's request is unchanged (cache-stable prefixes)."""
+"""Which tools a request must keep (tool_choice, earlier calls) and how many relevant ones it gets
+(a fixed top_k, or adaptive: down to a relevance gap, between min_k and max_k)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..cache import LRU, stable_hash
+from ..cache import stable_hash
 from ..messages import Message, content_text, last_user_index
-
-# The intent is embedded on every new user request: a contextual embedder (minilm) costs ~0.35 ms
-# per token on one core, so the text is bounded (~250 + ~120 tokens); the request comes first.
-MAX_USER_CHARS = 1000
-MAX_TURN_CHARS = 500  # the latest assistant/tool turn: what the agent is doing right now
-
-
-def intent_text(messages: Sequence[Message]) -> str:
-    """The current intent: the last user message, plus the latest assistant/tool turn after it
-    when the agent is mid-task (its calls, their arguments and results say what comes next)."""
-    i = last_user_index(messages)
-    user = content_text(messages[i])[:MAX_USER_CHARS] if i >= 0 else ""
-    turn = latest_turn_text(messages[i + 1 :])[:MAX_TURN_CHARS]
-    return "\n".join(part for part in (user, turn) if part.strip())
-
-
-def latest_turn_text(messages: Sequence[Message]) -> str:
-    start = next((j for j in range(len(messages) - 1, -1, -1) if messages[j].get("role") == "assistant"), None)
-    if start is None:
-        return ""
-    parts: list[str] = []
-    for message in messages[start:]:
-        parts.append(content_text(message))
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            parts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
-    return "\n".join(p for p in parts if p)
+from .catalog import CatalogReport
+from .loadout import ListChange
+from .ranking import ToolSetIndex
 
 
 def request_key(messages: Sequence[Message]) -> str:
@@ -52,7 +28,8 @@ def called_tool_names(messages: Sequence[Message]) -> set[str]:
         if message.get("role") != "assistant":
             continue
         for call in message.get("tool_calls") or []:
-            name = (call.get("function") or call.get("custom") or {}).get("name")
+            inner = (call.get("function") or call.get("custom")) if isinstance(call, dict) else None
+            name = inner.get("name") if isinstance(inner, dict) else None
             if isinstance(name, str):
                 names.add(name)
         legacy = message.get("function_call")
@@ -94,25 +71,32 @@ def top_relevant(relevance: np.ndarray, top_k: int, min_score: float) -> list[in
     return [int(i) for i in order if relevance[i] >= min_score]
 
 
-@dataclass(frozen=True)
-class Remembered:
-    request: str  # request_key of the user message the selection was made for
-    toolset: str  # the tool set it was made from
-    names: frozenset[str]
-    relevance: dict[str, float]
+def adaptive_relevant(relevance: np.ndarray, min_k: int, max_k: int, gap: float, min_score: float) -> list[int]:
+    """The most relevant tools, as many as the scores say (between min_k and max_k).
+
+    Past the first min_k, a tool is kept while it is within `gap` of the best score: a task whose
+    top tools score alike (several steps, one server) keeps more, a task with one clear tool keeps
+    few. Below min_score nothing is kept, whatever min_k says."""
+    order = np.argsort(-relevance, kind="stable")[:max_k]
+    if not len(order):
+        return []
+    best = relevance[order[0]]
+    return [int(i) for rank, i in enumerate(order)
+            if relevance[i] >= min_score and (rank < min_k or best - relevance[i] <= gap)]
 
 
-class SelectionMemory:
-    """Per session: the last selection, reused while the user's request and the tool set stay."""
+@dataclass
+class Selection:
+    """What the worker thread decided for one request."""
 
-    def __init__(self, max_sessions: int = 10_000) -> None:
-        self._items: LRU[str, Remembered] = LRU(max_sessions)
-
-    def recall(self, session: str, request: str, toolset: str) -> Remembered | None:
-        hit = self._items.get(session)
-        if hit is None or hit.request != request or hit.toolset != toolset:
-            return None
-        return hit
-
-    def remember(self, session: str, item: Remembered) -> None:
-        self._items.put(session, item)
+    kept: list[int]  # indices into the client's tools, in forwarding order
+    relevance: dict[str, float]  # this step's relevant tools and their scores (empty: not ranked)
+    forced: list[str]  # kept because they must be, not for relevance
+    k: int | None  # how many relevant tools this step's ranking chose (None: not ranked)
+    query: str  # the parts of the agent's state the query used
+    change: ListChange | None  # how the forwarded list differs from the session's previous one
+    tool_tokens: np.ndarray  # tokens per client tool
+    index: ToolSetIndex | None = None
+    catalog: CatalogReport = field(default_factory=CatalogReport)
+    degraded: str | None = None  # why ranking fell back to lexical only
+    skipped: str | None = None  # why nothing was filtered

@@ -16,6 +16,7 @@ Tool = dict[str, Any]
 
 MAX_SEGMENTS = 8  # bounds the vectors per tool (catalog size, per-request matrix product)
 MAX_DESCRIPTION_CHARS = 2000
+MAX_ENUM_VALUES = 40  # per tool: an enum of 300 country codes would drown the description
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.&/:]+")
@@ -64,7 +65,8 @@ def describe_tool(tool: Tool) -> ToolText:
     name = tool_name(tool)
     inner = tool.get("function") or tool.get("custom") or tool
     description = str(inner.get("description") or "")[:MAX_DESCRIPTION_CHARS] if isinstance(inner, dict) else ""
-    params = _parameter_names(inner.get("parameters") if isinstance(inner, dict) else None)
+    schema = inner.get("parameters") if isinstance(inner, dict) else None
+    params = _parameter_names(schema)
     # A tool without a name (a provider's built-in, e.g. {"type": "web_search_preview"}) is described by its type.
     words = split_identifier(name or str(tool.get("type") or "tool"))
     document = f"{words}: {description}" if description else words
@@ -73,7 +75,8 @@ def describe_tool(tool: Tool) -> ToolText:
     clauses = [c.strip() for c in _CLAUSES.split(description)]
     segments = [words] if words else []
     segments += [c for c in clauses if len(c.split()) >= 2][: MAX_SEGMENTS - len(segments)]
-    lexical = " ".join([words, description, *(split_identifier(p) for p in params)])
+    # Parameter names and enum values are how a catalog says what a tool acts on ('unit: celsius').
+    lexical = " ".join([words, description, *(split_identifier(p) for p in params), *_enum_values(schema)])
     return ToolText(name, document, tuple(segments) or (document,), lexical)
 
 
@@ -81,6 +84,19 @@ def _parameter_names(schema: Any) -> list[str]:
     if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
         return []
     return [str(p) for p in schema["properties"]][:20]
+
+
+def _enum_values(schema: Any, depth: int = 0) -> list[str]:
+    """The string enum values of a parameter schema, nested objects and arrays included (bounded)."""
+    if not isinstance(schema, dict) or depth > 3:
+        return []
+    enum = schema.get("enum")
+    out = [str(v) for v in enum if isinstance(v, (str, int, float))] if isinstance(enum, list) else []
+    props = schema.get("properties")
+    for sub in list(props.values())[:20] if isinstance(props, dict) else []:
+        out += _enum_values(sub, depth + 1)
+    out += _enum_values(schema.get("items"), depth + 1)
+    return out[:MAX_ENUM_VALUES]
 
 
 @lru_cache(maxsize=100_000)

@@ -1,0 +1,211 @@
+"""A live agent loop through the real server: prompt-cache stability, tokens forwarded, facts kept.
+
+    python bench/agent_loop.py [--runs 3] [--steps 70] [--seed 11] [--window 128000]
+
+The proxy runs as its own process (`ctxwarden serve`, default policies) in front of a scripted
+model on 127.0.0.1. Each run is one agent task: at every step the model calls a tool and the
+client (this script) answers with a tool result of 300-4,000 tokens: JSON records, a log, a code
+file or prose (bench/agent_workload.py), 30 of them holding one planted fact each. The client
+resends its whole raw history every step, as agents do. After the last step, one question per
+planted fact; the model answers from what it was forwarded, and when the fact is not there it
+calls `context_recall` with the question as its query (the proxy answers that call itself).
+
+Printed per run and overall:
+- prefix-stable rate: steps whose forwarded request starts with the previous step's forwarded
+  bytes (messages and tools), i.e. what a provider's prompt cache could reuse;
+- compaction events (requests that rewrote history);
+- forwarded / raw tokens over the last 10 steps;
+- planted facts retained: in the forwarded text, or through the recall tool (actually called);
+- requests over the model's window (forwarded tokens > window, or refused with 400).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import start_proxy  # noqa: E402
+from agent_workload import TOOLS, Fact, make_result  # noqa: E402
+
+from ctxwarden.policies.messages import content_text  # noqa: E402
+from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
+from ctxwarden.proxy.local_server import free_port  # noqa: E402
+
+MODEL = "agent-bench-model"
+SYSTEM = "You are an operations agent. Use the tools to investigate; cite ids and values exactly."
+TASK = "Investigate last week's checkout failures across orders, logs, code and runbooks, and report what you find."
+
+
+class ScriptedModel:
+    """The LLM: calls the tool the client planned, or answers a question from its context."""
+
+    def __init__(self) -> None:
+        self.next_call: dict[str, Any] | None = None  # set by the client before each step
+        self.question: Fact | None = None
+        self.received: list[dict[str, Any]] = []
+        self.recalled = False
+
+    async def chat(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.received.append(body)
+        if self.question is not None:
+            return JSONResponse(self._answer(body, self.question))
+        call = self.next_call or {"name": "fetch_doc", "arguments": {"topic": "status"}, "say": ""}
+        tool_call = {"id": call["id"], "type": "function",
+                     "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
+        return JSONResponse(_completion({"role": "assistant", "content": call["say"], "tool_calls": [tool_call]}, "tool_calls"))
+
+    def _answer(self, body: dict[str, Any], fact: Fact) -> dict[str, Any]:
+        messages = body["messages"]
+        last = messages[-1]
+        if last.get("role") == "tool":  # the proxy answered our context_recall call
+            found = fact.answer in content_text(last)
+            self.recalled = True
+            return _completion({"role": "assistant", "content": f"ANSWER: {fact.answer if found else 'unknown'}"}, "stop")
+        context = "\n".join(content_text(m) for m in messages[:-1])
+        if fact.answer in context:
+            return _completion({"role": "assistant", "content": f"ANSWER: {fact.answer}"}, "stop")
+        names = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+        if "context_recall" in names:
+            call = {"id": "call_recall", "type": "function",
+                    "function": {"name": "context_recall", "arguments": json.dumps({"query": fact.question})}}
+            return _completion({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
+        return _completion({"role": "assistant", "content": "ANSWER: unknown"}, "stop")
+
+
+def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {"id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": MODEL,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+
+
+def serve_model(model: ScriptedModel) -> str:
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", model.chat, methods=["POST"]),
+        Route("/v1/models", lambda r: JSONResponse({"object": "list", "data": []})),
+    ])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    threading.Thread(target=server.run, daemon=True).start()
+    for _ in range(100):
+        if server.started:
+            break
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}"
+
+
+def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, counter: TiktokenCounter,
+             window: int, run: int) -> dict[str, Any]:
+    client = httpx.Client(base_url=f"{proxy}/v1", timeout=120, headers={"x-ctxwarden-session": f"bench-run-{run}"})
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+    fact_steps = set(rng.sample(range(2, steps), 30))
+    facts: list[Fact] = []
+    firsts: list[dict[str, Any]] = []  # the first forwarded request of each step
+    raw_tokens: list[int] = []
+    refused = events = 0
+    for step in range(steps):
+        kind = TOOLS[rng.randrange(len(TOOLS))]
+        say = rng.choice(["Checking the next source.", "Let me look at this.", ""])
+        if facts and rng.random() < 0.3:  # agents name what they look at: a later message mentions a planted id
+            say = f"Following up on {facts[-1].key} from earlier."
+        model.next_call = {"id": f"call_{run}_{step}", "name": kind["function"]["name"],
+                           "arguments": {"query": f"step {step}"}, "say": say}
+        before = len(model.received)
+        response = client.post("/chat/completions", json={"model": MODEL, "messages": history, "tools": TOOLS})
+        raw_tokens.append(counter.count_messages(history, MODEL) + counter.count_tools(TOOLS, MODEL))
+        if response.status_code != 200:
+            refused += 1
+            continue
+        events += "history.compaction" in response.headers.get("x-ctxwarden-actions", "")
+        if len(model.received) == before:
+            raise SystemExit(f"step {step}: the proxy answered without the model: {response.headers.get('x-ctxwarden-actions')} {response.text[:300]}")
+        firsts.append(model.received[before])
+        answer = response.json()["choices"][0]["message"]
+        history.append({k: answer[k] for k in ("role", "content", "tool_calls") if k in answer})
+        tokens = rng.randint(300, 4000)
+        fact = Fact.plant(rng, kind["function"]["name"]) if step in fact_steps else None
+        history.append({"role": "tool", "tool_call_id": answer["tool_calls"][0]["id"],
+                        "content": make_result(rng, kind["function"]["name"], tokens, fact)})
+        if fact:
+            facts.append(fact)
+    return _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events)
+
+
+def _score(client: httpx.Client, model: ScriptedModel, history: list, facts: list[Fact], firsts: list,
+           raw_tokens: list[int], counter: TiktokenCounter, window: int, refused: int, events: int) -> dict[str, Any]:
+    stable = sum(1 for a, b in zip(firsts, firsts[1:]) if _extends(a, b))
+    forwarded = [counter.count_messages(b["messages"], MODEL) + counter.count_tools(b.get("tools"), MODEL) for b in firsts]
+    over = sum(1 for t in forwarded if t > window) + refused
+    in_text = recalled = 0
+    for fact in facts:
+        model.question, model.recalled = fact, False
+        response = client.post("/chat/completions", json={"model": MODEL, "messages": history + [
+            {"role": "user", "content": fact.question}], "tools": TOOLS})
+        ok = response.status_code == 200 and fact.answer in (response.json()["choices"][0]["message"].get("content") or "")
+        in_text += ok and not model.recalled
+        recalled += ok and model.recalled
+    model.question = None
+    last = slice(-10, None)
+    return {"stable": stable, "pairs": max(1, len(firsts) - 1), "events": events,
+            "ratio": sum(forwarded[last]) / max(1, sum(raw_tokens[last])), "facts": len(facts),
+            "in_text": in_text, "recalled": recalled, "over": over, "raw_last": raw_tokens[-1], "fwd_last": forwarded[-1]}
+
+
+def _extends(previous: dict[str, Any], current: dict[str, Any]) -> bool:
+    if json.dumps(previous.get("tools"), sort_keys=True) != json.dumps(current.get("tools"), sort_keys=True):
+        return False
+    a, b = previous["messages"], current["messages"]
+    return len(b) >= len(a) and all(json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True) for x, y in zip(a, b))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=70)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--window", type=int, default=128_000)
+    args = parser.parse_args()
+    model = ScriptedModel()
+    upstream = serve_model(model)
+    # Default policies, but the loop guard's cap on tool rounds per user message (25) would stop a
+    # 70-step task; everything else is as a new user gets it.
+    proxy, url = start_proxy(upstream, {"models": {MODEL: {"context_window": args.window}},
+                                        "policies": {"loops": {"max_tool_rounds": None}}})
+    counter = TiktokenCounter()
+    results = []
+    try:
+        for run in range(args.runs):
+            r = run_once(url, model, random.Random(args.seed + run), args.steps, counter, args.window, run)
+            results.append(r)
+            print(f"run {run}: prefix-stable {r['stable']}/{r['pairs']} = {r['stable'] / r['pairs']:.3f}; "
+                  f"compaction events {r['events']}; forwarded/raw (last 10 steps) {r['ratio']:.3f} "
+                  f"(last step {r['fwd_last']:,} of {r['raw_last']:,} tokens); facts retained "
+                  f"{r['in_text'] + r['recalled']}/{r['facts']} ({r['in_text']} in text, {r['recalled']} by recall); "
+                  f"requests over the window {r['over']}", flush=True)
+    finally:
+        proxy.stop()
+    stable = sum(r["stable"] for r in results) / sum(r["pairs"] for r in results)
+    kept = sum(r["in_text"] + r["recalled"] for r in results) / max(1, sum(r["facts"] for r in results))
+    ratio = sum(r["ratio"] for r in results) / len(results)
+    print(f"\nALL {len(results)} runs × {args.steps} steps (window {args.window:,}): prefix-stable {stable:.3f} (target ≥ 0.90); "
+          f"forwarded/raw last 10 steps {ratio:.3f} (≤ 0.35); facts retained {kept:.1%} (≥ 95%); "
+          f"requests over the window {sum(r['over'] for r in results)} (0); "
+          f"compaction events per run {sum(r['events'] for r in results) / len(results):.1f}")
+
+
+if __name__ == "__main__":
+    main()

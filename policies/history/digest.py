@@ -1,0 +1,359 @@
+"""Digests of big tool results: what stays in the forwarded context once the whole text is archived.
+
+A digest is a pure function of its inputs (same bytes every time: providers' prompt caches depend
+on it) and always fits its token budget. What it keeps depends on the content type:
+- json (json_digest.py): the schema (keys and value types of an array's records), counts, top-level
+  scalars, the first items and every item the later conversation mentions; the rest is counted.
+- log, and other line data (file listings, `ls -l`, tables): lines equal once digits, hex and
+  timestamps are masked fold into one `[×N]` line; errors and warnings with their stack traces,
+  mentioned lines, the first and the last lines stay; dropped lines are counted.
+- code: imports, signatures with their decorators, the regions around mentioned identifiers and
+  the whole body of a mentioned function; elided line ranges are noted.
+- text: the most factual sentences (extractive.py's scoring), mentioned ones first.
+`mentions` is the text of the later messages: what it names is kept (content.py reads it). Each
+digest renders the most detail that fits, then lines by priority, at worst clipped on a line boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from .content import (
+    DECORATOR,
+    DIFF,
+    IMPORT,
+    LOG_LINE,
+    SIGNATURE,
+    VARIABLE,
+    Count,
+    DigestContext,
+    Mentions,
+    clip,
+    clip_to_budget,
+    content_type,
+    estimate_tokens,
+    largest,
+)
+from .extractive import Line, score_sentence, select_lines, split_sentences
+from .json_digest import digest_json
+
+HEAD_LINES, TAIL_LINES = 5, 10  # log lines always offered at each end
+TRACE_LINES = 40  # stack-trace lines kept after an error line
+CODE_CONTEXT = 3  # lines kept on each side of a line naming a mentioned identifier
+BODY_LINES = 80  # lines of a mentioned function's body offered first
+LINE_CHARS = 300  # longest line shown in a log or code digest
+MAX_MISSES = 64  # lines in a row that do not fit: the line digest stops looking
+
+
+# ---------------------------------------------------------------------------- the digest
+
+
+def digest(text: str, budget_tokens: int, mentions: str = "", count: Count | None = None,
+           recall_hint: str = "") -> str:
+    """The compact form of `text` in at most `budget_tokens` (by `count`); the text itself if it fits.
+    `mentions`: the later messages (what they name is kept); `recall_hint`: e.g. "ref=ar_1", in notes."""
+    count = count or estimate_tokens
+    if budget_tokens <= 0:
+        return ""
+    if len(text) <= 64 * budget_tokens and count(text) <= budget_tokens:
+        return text
+    ctx = DigestContext(Mentions(mentions), count, budget_tokens, recall_hint.strip())
+    kind = content_type(text)
+    body = {"json": digest_json, "log": _digest_log, "code": _digest_code}.get(kind, _digest_text)(text, ctx)
+    return clip_to_budget(body, budget_tokens, count, f"… (clipped{ctx.full()})")
+
+
+# ---------------------------------------------------------------------------- lines (log, code)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    at: int  # the line it stands for
+    sub: int  # order among entries of one line
+    priority: float
+    text: str
+    group: int = -1  # a folded log line: its group of near-identical lines
+
+
+def _fit_lines(entries: list[_Entry], render: Callable[[list[_Entry]], str], ctx: DigestContext) -> str:
+    """The highest-priority entries whose rendering fits: greedy by priority on estimated costs, checked
+    on the real rendering (cut back if over; topped up from what is left if the estimate was high)."""
+    ranked = sorted(entries, key=lambda e: (-e.priority, e.at, e.sub))
+    chosen: list[_Entry] = []
+    text = render(chosen)
+    spent = ctx.count(text)
+    for _ in range(3):
+        added = _greedy(ranked, chosen, spent, ctx)
+        if not added:
+            return text
+        text = render(chosen)
+        spent = ctx.count(text)
+        if spent > ctx.budget:
+            return render(chosen[: largest(len(chosen), lambda k: ctx.count(render(chosen[:k])) <= ctx.budget)])
+    return text
+
+
+def _greedy(ranked: list[_Entry], chosen: list[_Entry], spent: int, ctx: DigestContext) -> int:
+    """Add to `chosen` the entries not yet in it that the estimate says fit; how many were added."""
+    note = ctx.count("… lines 1000-2000 elided") + 1
+    taken = set(chosen)
+    kept = {e.at for e in chosen}
+    added = misses = 0
+    for entry in ranked:
+        if entry in taken:
+            continue
+        alone = entry.at not in kept and entry.at - 1 not in kept and entry.at + 1 not in kept
+        cost = ctx.count(entry.text) + 1 + (note if alone else 0)
+        if spent + cost <= ctx.budget:
+            chosen.append(entry)
+            kept.add(entry.at)
+            spent += cost
+            added, misses = added + 1, 0
+        elif (misses := misses + 1) >= MAX_MISSES:  # the budget is spent: counting the rest costs time
+            break
+    return added
+
+
+_PROBLEM = re.compile(r"\b(?:ERROR|ERR|FATAL|CRITICAL|SEVERE|PANIC|EMERG|ALERT|Traceback|Exception)\b|^panic:"
+                      r"|\w(?:Error|Exception)\b|(?i:\blevel\W{1,3}(?:error|fatal|critical))")
+_WARNING = re.compile(r"\bWARN(?:ING)?\b|(?i:\blevel\W{1,3}warn)")
+_TRACE = re.compile(r"^\s+\S|^Traceback|^Caused by|^During handling|^The above exception|^[\w.$]+(?:Error|Exception)\b"
+                    r"|^\s*\.\.\. \d+ more")
+_RAISED = re.compile(r"^[\w.$]+(?::|$)")
+
+
+def _mask(line: str) -> tuple[str, tuple[str, ...]]:
+    """A line with its variable parts (timestamps, hex, numbers) masked, and those parts."""
+    pieces, values, last = [], [], 0
+    for match in VARIABLE.finditer(line):
+        pieces += [line[last: match.start()], f"<{match.lastgroup}>"]
+        values.append(match.group())
+        last = match.end()
+    pieces.append(line[last:])
+    return "".join(pieces), tuple(values)
+
+
+def _fold(lines: list[str]) -> tuple[list[int], list[list[int]], list[str]]:
+    """Groups of near-identical lines: each line's group, each group's lines, and each group's
+    `[×N]` line, which shows a variable part only where it differs between the lines."""
+    group_of: list[int] = []
+    members: list[list[int]] = []
+    first: list[tuple[str, tuple[str, ...]]] = []
+    same: list[list[bool]] = []
+    index: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        key, values = _mask(" ".join(line.split()))  # runs of spaces (aligned columns) do not matter
+        g = index.setdefault(key, len(members))
+        if g == len(members):
+            members.append([])
+            first.append((line, values))
+            same.append([True] * len(values))
+        else:
+            same[g] = [s and a == b for s, a, b in zip(same[g], first[g][1], values)]
+        members[g].append(i)
+        group_of.append(g)
+    shown = []
+    for g, (line, _) in enumerate(first):
+        flags = iter(same[g])
+        text = VARIABLE.sub(lambda m: m.group() if next(flags) else f"<{m.lastgroup}>", line.rstrip())
+        shown.append(f"[×{len(members[g]):,}] {clip(text, LINE_CHARS)}")
+    return group_of, members, shown
+
+
+def _log_priorities(lines: list[str]) -> list[float]:
+    """Errors (with their stack traces) and warnings first, then the tail, then the head."""
+    n = len(lines)
+    priority = [10.0] * n
+    for i in range(min(HEAD_LINES, n)):
+        priority[i] = 70.0
+    for i in range(max(0, n - TAIL_LINES), n):
+        priority[i] = 80.0 + (i - n) / 1000  # the last lines first
+    for i, line in enumerate(lines):
+        if _WARNING.search(line):
+            priority[i] = max(priority[i], 86.0)
+        if _PROBLEM.search(line):
+            priority[i] = max(priority[i], 90.0)
+            j = i + 1
+            while j < n and j - i <= TRACE_LINES and _TRACE.match(lines[j]) and not LOG_LINE.match(lines[j]):
+                priority[j] = max(priority[j], 84.0)
+                j += 1
+            if j > i + 1 and j < n and lines[j - 1][:1].isspace() and _RAISED.match(lines[j]):
+                j += 1  # Python's trace ends with the exception, unindented: `PaymentDeclined: card_declined`
+            if j > i + 1:
+                priority[j - 1] = max(priority[j - 1], 89.0)  # a trace ends with what went wrong
+    return priority
+
+
+def _log_entries(lines: list[str], ctx: DigestContext) -> tuple[list[_Entry], list[list[int]]]:
+    group_of, members, folded = _fold(lines)
+    priority = _log_priorities(lines)
+    entries: list[_Entry] = []
+    raw_mentions: Counter = Counter()  # a folded group offers its first two mentioned lines raw
+    naming = ctx.mentions.lines_naming(lines)
+    for i, line in enumerate(lines):
+        g = group_of[i]
+        raw = clip(line.rstrip(), LINE_CHARS)
+        mentioned = naming[i]
+        if len(members[g]) == 1:
+            entries.append(_Entry(i, 0, 95.0 if mentioned else priority[i], raw))
+            continue
+        if members[g][0] == i:  # big groups rank with the tail: they say what the log is mostly about
+            size = len(members[g])
+            rank = 82.0 + min(9, len(str(size))) / 10 if size >= 10 else 65.0
+            entries.append(_Entry(i, 0, max(priority[i], rank), folded[g], g))
+        if mentioned and raw_mentions[g] < 2:
+            raw_mentions[g] += 1
+            entries.append(_Entry(i, 1, 95.0, raw))
+        elif i >= len(lines) - TAIL_LINES:  # the tail, as it was
+            entries.append(_Entry(i, 1, priority[i], raw))
+    return entries, members
+
+
+def _digest_log(text: str, ctx: DigestContext) -> str:
+    lines = text.rstrip("\n").split("\n")
+    entries, members = _log_entries(lines, ctx)
+    n = len(lines)
+
+    def render(chosen: list[_Entry]) -> str:
+        accounted = bytearray(n)
+        groups = sorted({e.group for e in chosen if e.group >= 0})
+        for g in groups:
+            for i in members[g]:
+                accounted[i] = 1
+        ordered = sorted(chosen, key=lambda e: (e.at, e.sub))
+        for e in ordered:
+            accounted[e.at] = 1
+        out, previous = [], -1
+        for e in [*ordered, None]:
+            at = n if e is None else e.at
+            dropped = accounted[previous + 1: at].count(0) if at > previous + 1 else 0
+            if dropped:
+                out.append(f"… {dropped:,} line{'s' if dropped > 1 else ''} dropped")
+            if e is not None:
+                out.append(e.text)
+                previous = max(previous, e.at)
+        head = f"[log of {n:,} lines, {accounted.count(0):,} not shown{ctx.recall('any line')}]"
+        return "\n".join([head, *out])
+
+    return _fit_lines(entries, render, ctx)
+
+
+# ---------------------------------------------------------------------------- code
+
+_NAME = re.compile(r"(\w+)\s*(?:<[^>]*>)?\s*\(|\b(?:def|class|function|func|fn|struct|interface|enum|trait|type"
+                   r"|impl|module|namespace|record|object)\s+\*?\s*(\w+)")
+
+
+def _block_end(lines: list[str], start: int) -> int:
+    """The last line of the block a signature opens: up to the next line indented no deeper
+    (a closing bracket there belongs to the block)."""
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    last = start
+    for j in range(start + 1, len(lines)):
+        stripped = lines[j].strip()
+        if not stripped:
+            continue
+        if len(lines[j]) - len(lines[j].lstrip()) <= indent:
+            return j if stripped[0] in ")]}" else last
+        last = j
+    return last
+
+
+def _signatures(lines: list[str]) -> dict[int, str]:
+    """Signature lines (multi-line ones whole) by index, with the name each defines ("" for a continuation)."""
+    found: dict[int, str] = {}
+    for i, line in enumerate(lines):
+        if not SIGNATURE.match(line):
+            continue
+        match = _NAME.search(line)
+        found[i] = (match.group(1) or match.group(2)) if match else ""
+        depth, j = line.count("(") - line.count(")"), i
+        while depth > 0 and j + 1 < len(lines) and j < i + 8:
+            j += 1
+            depth += lines[j].count("(") - lines[j].count(")")
+            found.setdefault(j, "")
+    return found
+
+
+def _code_priorities(lines: list[str], ctx: DigestContext) -> list[float]:
+    n = len(lines)
+    priority = [40.0 if i < 3 else 5.0 for i in range(n)]
+    signatures = _signatures(lines)
+    named = frozenset(name.lower() for name in signatures.values()
+                      if len(name) >= 3 and name.lower() in ctx.mentions.words)
+    for i, line in enumerate(lines):
+        if IMPORT.match(line):
+            priority[i] = 62.0
+        elif DIFF.match(line):
+            priority[i] = 65.0
+        elif i in signatures or DECORATOR.match(line):
+            priority[i] = 60.0
+        elif line[:1] in "+-" and not line.startswith(("+++", "---")):
+            priority[i] = max(priority[i], 45.0)
+        elif i - 1 in signatures and line.strip():
+            priority[i] = max(priority[i], 30.0)  # a docstring or first statement
+    for i, name in signatures.items():
+        if name.lower() in named:  # the whole body of a function the conversation names
+            for j in range(i, min(_block_end(lines, i), i + BODY_LINES) + 1):
+                priority[j] = max(priority[j], 80.0)
+    for i, naming in enumerate(ctx.mentions.lines_naming(lines, named)):
+        if naming:
+            for j in range(max(0, i - CODE_CONTEXT), min(n, i + CODE_CONTEXT + 1)):
+                priority[j] = max(priority[j], 92.0 if j == i else 85.0)
+    return priority
+
+
+def _digest_code(text: str, ctx: DigestContext) -> str:
+    lines = text.rstrip("\n").split("\n")
+    n = len(lines)
+    entries = [_Entry(i, 0, p, clip(line.rstrip(), LINE_CHARS))
+               for i, (line, p) in enumerate(zip(lines, _code_priorities(lines, ctx)))]
+
+    def render(chosen: list[_Entry]) -> str:
+        out = [f"[code of {n:,} lines: imports, signatures, mentioned code{ctx.full()}]"]
+        previous = -1
+        for e in [*sorted(chosen, key=lambda e: e.at), None]:
+            at = n if e is None else e.at
+            gap = lines[previous + 1: at]
+            if len(gap) == 1 and len(gap[0]) <= 40 or not any(g.strip() for g in gap):
+                out += [g.rstrip() for g in gap]  # cheaper than a note
+            elif gap:
+                out.append(f"… line {at} elided" if len(gap) == 1 else f"… lines {previous + 2}-{at} elided")
+            if e is not None:
+                out.append(e.text)
+                previous = e.at
+        return "\n".join(out)
+
+    return _fit_lines(entries, render, ctx)
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def _digest_text(text: str, ctx: DigestContext) -> str:
+    """An extractive summary: the most factual and the mentioned sentences, in their order."""
+    sentences = list(dict.fromkeys(split_sentences(text)))
+    lines: list[Line] = []
+    for sentence, naming in zip(sentences, ctx.mentions.lines_naming(sentences)):
+        score = score_sentence(sentence) + (6 if naming else 0) + (2 if not lines else 0)
+        lines.append(Line(len(lines), clip(" ".join(sentence.split()), 400), score))
+    best = sorted(lines, key=lambda line: (-line.score, line.order))
+    room, chars = [], 0
+    for line in best:  # no more candidates than could ever fit: counting each costs time
+        if chars > 8 * ctx.budget:
+            break
+        room.append(line)
+        chars += len(line.text)
+
+    def head(kept: int) -> str:
+        return f"[text: {kept:,} of {len(lines):,} sentences{ctx.full()}]"
+
+    left = ctx.budget - ctx.count(head(len(lines))) - 1
+    body = select_lines(sorted(room, key=lambda line: line.order), left, ctx.count)
+    if not body and best and left > 0:  # one sentence longer than the budget (a blob): its start
+        body = clip_to_budget(f"- {best[0].text}", left, ctx.count)
+    kept = body.count("\n") + 1 if body else 0
+    return head(kept) + ("\n" + body if body else "")

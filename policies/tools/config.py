@@ -1,0 +1,67 @@
+"""The tools policy's settings (config/ctxwarden.yaml, `policies.tools`, explains each one)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..base import PolicyConfig
+
+
+class WeightsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: float = Field(1.0, ge=0)
+    segments: float = Field(0.5, ge=0)
+    lexical: float = Field(0.1, ge=0)
+
+    @model_validator(mode="after")
+    def _some_semantic_weight(self) -> "WeightsConfig":
+        if self.description + self.segments <= 0:
+            raise ValueError("description and segments cannot both be 0; to rank mostly lexically, make them small instead")
+        return self
+
+
+class QueryConfig(BaseModel):
+    """How much each part of the agent's state counts in the query (query.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    request: float = Field(1.0, ge=0)
+    task: float = Field(0.3, ge=0)
+    assistant: float = Field(0.5, ge=0)
+    result: float = Field(0.3, ge=0)
+
+    @model_validator(mode="after")
+    def _request_counts(self) -> "QueryConfig":
+        if self.request <= 0:
+            raise ValueError("request must be > 0: the user's latest message is the one part every request has")
+        return self
+
+
+class ToolsConfig(PolicyConfig):
+    max_tools: int = Field(30, ge=1)
+    top_k: int | None = Field(None, ge=1)  # a fixed number of relevant tools; null → adaptive (min_k..max_k)
+    min_k: int = Field(5, ge=1)
+    max_k: int = Field(12, ge=1)
+    gap: float = Field(0.18, ge=0)
+    min_score: float = 0.0
+    always_keep: list[str] = Field(default_factory=list)
+    weights: WeightsConfig = WeightsConfig()
+    query: QueryConfig = QueryConfig()
+    sibling_boost: float = Field(0.1, ge=0)
+    usage_boost: float = Field(0.3, ge=0)
+    grow: bool = True  # mid-task steps may add a missing top tool (not only a new user request)
+    stable_list: bool = True
+    search_tool: bool = True
+    search_results: int = Field(8, ge=1, le=20)
+    max_inner_rounds: int = Field(3, ge=0)
+    max_sessions: int = Field(10_000, ge=1)
+    session_ttl_s: float = Field(3600, gt=0)
+
+    @model_validator(mode="after")
+    def _k_range(self) -> "ToolsConfig":
+        if self.min_k > self.max_k:
+            raise ValueError(f"min_k ({self.min_k}) must not exceed max_k ({self.max_k})")
+        return self
+
+    def k_range(self) -> tuple[int, int]:
+        """(min_k, max_k): a fixed top_k is the range top_k..top_k."""
+        return (self.top_k, self.top_k) if self.top_k is not None else (self.min_k, self.max_k)

@@ -1,0 +1,55 @@
+"""What agents actually use: per tenant, how often a server's sessions called each of its tools.
+
+Users name the goal ("start the car", "rename the report"); agents also call what the goal takes
+without anyone saying so (press the brake pedal first, `cd` into the folder, log in). No
+description says which tools those are; the traffic does. The policy counts, per tenant, the
+sessions in which each tool was called and the sessions in which its server was used, and ranks a
+used server's tools up by that share (`usage_boost`). Learned online from the calls the proxy
+forwards; nothing is shipped or fitted offline.
+
+Bounded (LRU of counters per tenant and name) and thread-safe. It only moves new selections:
+a tool already in a session's list stays where it is.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterable
+
+import numpy as np
+
+from ..cache import LRU
+
+MIN_SESSIONS = 3  # a server used in fewer sessions than this says nothing yet
+SMOOTHING = 2.0  # shrinks the share of a rarely used server towards 0
+
+
+class UsageStats:
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._counts: LRU[tuple[str, str, str], int] = LRU(max_entries)  # (tenant, "tool"|"server", name) → sessions
+        self._lock = threading.Lock()
+
+    def count(self, tenant: str | None, tools: Iterable[str], servers: Iterable[str]) -> None:
+        """One session used these tools (newly) and these servers (newly)."""
+        with self._lock:
+            for kind, names in (("tool", tools), ("server", servers)):
+                for name in names:
+                    key = (tenant or "", kind, name)
+                    self._counts.put(key, self._counts.get(key, 0) + 1)
+
+    def shares(self, tenant: str | None, names: list[str | None], groups: np.ndarray, servers: list[str]) -> np.ndarray:
+        """Per tool: the share of its server's sessions that called it (0 without a server or data)."""
+        out = np.zeros(len(names))
+        tenant = tenant or ""
+        used = {}
+        for g, server in enumerate(servers):
+            n = self._counts.get((tenant, "server", server), 0)
+            if n >= MIN_SESSIONS:
+                used[g] = n
+        if not used:
+            return out
+        for i in np.nonzero(np.isin(groups, list(used)))[0]:
+            name = names[i]
+            if name is not None:
+                out[i] = self._counts.get((tenant, "tool", name), 0) / (used[int(groups[i])] + SMOOTHING)
+        return out

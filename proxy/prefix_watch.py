@@ -1,0 +1,36 @@
+"""Does each forwarded request extend the previous one of its session? (What a prompt cache can reuse.)
+
+Providers (OpenAI, Anthropic, vLLM prefix caching) discount the part of a prompt that repeats the
+previous request's opening bytes: tools, then messages. Per session this remembers the previous
+forwarded request's tool list and message hashes, and reports whether the new one starts with
+them: `extends` (the cache can hit), `changed` (something before the new turn was rewritten) or
+`new` (the session's first request). Bounded LRU of sessions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from ctxwarden.policies.base import Exchange
+from ctxwarden.policies.cache import LRU, stable_hash
+from ctxwarden.policies.history.layout import message_key
+
+PrefixState = Literal["extends", "changed", "new"]
+
+
+class PrefixWatch:
+    def __init__(self, max_sessions: int = 10_000) -> None:
+        self._last: LRU[tuple[str | None, str], tuple[str, list[str]]] = LRU(max_sessions)
+
+    def observe(self, ex: Exchange, body: dict[str, Any]) -> PrefixState:
+        """Compare the body about to be forwarded with the session's previous one, and remember it."""
+        tools = stable_hash(json.dumps(body.get("tools") or [], sort_keys=True, ensure_ascii=False))
+        hashes = [message_key(m) if isinstance(m, dict) else stable_hash(repr(m)) for m in body.get("messages") or []]
+        previous = self._last.get(ex.session_key)
+        self._last.put(ex.session_key, (tools, hashes))
+        if previous is None:
+            return "new"
+        last_tools, last_hashes = previous
+        extends = last_tools == tools and hashes[:len(last_hashes)] == last_hashes
+        return "extends" if extends else "changed"
