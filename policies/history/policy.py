@@ -183,7 +183,7 @@ class HistoryPolicy(BasePolicy):
     def _key(self, ex: Exchange, body: Body, seg: PlannedSegment) -> str:
         """Span + the event boundary (digests look ahead to it) + the children of a roll-up."""
         start, end = body.span(seg.start, seg.end)
-        at_end = body.span(seg.at, seg.at)[0] if seg.at < len(body.units) else len(body.messages)
+        at_end = body.span(seg.at, seg.at)[0]  # the first message after the event boundary (span handles the end)
         shape = f"{end - start}|{at_end}|" + ",".join(f"{c.kind}{c.start}-{c.end}@{c.at}" for c in seg.children)
         return span_key(ex.tenant, [shape, *body.hashes[start:at_end]])
 
@@ -242,7 +242,7 @@ class HistoryPolicy(BasePolicy):
         cfg: HistoryConfig = self.config
         sizing = cfg.sizing()
         start, end = body.span(seg.start, seg.end)
-        at_end = body.span(seg.at, seg.at)[0] if seg.at < len(body.units) else len(body.messages)
+        at_end = body.span(seg.at, seg.at)[0]  # the first message after the event boundary (span handles the end)
         messages = body.messages[start:end]
         said, results = split_span(messages)
         said_tokens = sum(body.tokens[i] for i in range(start, end) if body.messages[i].get("role") != "tool")
