@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import logging
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -22,8 +25,13 @@ from .pipeline import Pipeline
 from .services import build_services
 from .telemetry import Telemetry
 from .upstream.client import Upstream
+from .upstream.paths import relay_path
 
 log = logging.getLogger("ctxwarden")
+
+# Built-in policies that keep state in the store; a plugin says so with `uses_store = True`.
+STORE_POLICIES = frozenset({"poisoning", "history", "archive", "tools"})
+STORE_HEARTBEAT_TIMEOUT_S = 2.0
 
 
 def create_app(
@@ -42,6 +50,7 @@ def create_app(
         Route("/v1/chat/completions", chat.handle, methods=["POST"]),
         Route("/chat/completions", chat.handle, methods=["POST"]),
         Route("/healthz", _healthz(upstream, pipeline), methods=["GET"]),
+        Route("/readyz", _readyz(upstream, pipeline, services), methods=["GET"]),
         Route("/metrics", _metrics(telemetry), methods=["GET"]),
         *admin_routes(settings, pipeline, telemetry),
         Route("/v1/{path:path}", _relay(upstream, settings.server.max_body_mb), methods=["GET", "POST", "DELETE"]),
@@ -49,7 +58,8 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=_lifespan(pipeline, upstream, telemetry),
-        exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error, Exception: _server_error},
+        middleware=[Middleware(AnswerErrors)],
+        exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
     )
     app.state.settings = settings
     app.state.pipeline = pipeline
@@ -66,14 +76,45 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 def _healthz(upstream: Upstream, pipeline: Pipeline) -> Endpoint:
     async def healthz(request: Request) -> Response:
-        breaker = upstream.breaker.state
-        ok = breaker != "open"
+        """Liveness: 200 while the process answers; the breaker's state is shown, not judged (see /readyz)."""
         return JSONResponse(
-            {"status": "ok" if ok else "degraded", "upstream_circuit": breaker, "policies": [p.name for p in pipeline.policies]},
-            status_code=200 if ok else 503,
+            {"status": "ok", "upstream_circuit": upstream.breaker.state, "policies": [p.name for p in pipeline.policies]}
         )
 
     return healthz
+
+
+def _readyz(upstream: Upstream, pipeline: Pipeline, services: Any) -> Endpoint:
+    uses_store = any(getattr(p, "uses_store", p.name in STORE_POLICIES) for p in pipeline.policies)
+
+    async def readyz(request: Request) -> Response:
+        """Readiness: 503 while the upstream circuit is open or a store some enabled policy uses is down.
+        A store no enabled policy uses is reported "unused" and neither checked nor counted."""
+        breaker = upstream.breaker.state
+        store = ("ok" if await _store_alive(services.store) else "down") if uses_store else "unused"
+        ready = breaker != "open" and store != "down"
+        return JSONResponse(
+            {"status": "ready" if ready else "not_ready", "upstream_circuit": breaker, "store": store,
+             "policies": [p.name for p in pipeline.policies]},
+            status_code=200 if ready else 503,
+        )
+
+    return readyz
+
+
+async def _store_alive(store: Any) -> bool:
+    """store.healthy() where the store has it, else store.heartbeat(); sync (run off the event loop)
+    or async, within a bound; False, an exception or no answer in time is down."""
+    check = getattr(store, "healthy", None) or store.heartbeat
+    try:
+        if inspect.iscoroutinefunction(check):
+            result = await asyncio.wait_for(check(), STORE_HEARTBEAT_TIMEOUT_S)
+        else:
+            result = await asyncio.wait_for(asyncio.to_thread(check), STORE_HEARTBEAT_TIMEOUT_S)
+    except Exception as exc:
+        log.warning("store heartbeat failed: %s: %s", type(exc).__name__, exc)
+        return False
+    return result is not False
 
 
 def _metrics(telemetry: Telemetry) -> Endpoint:
@@ -85,8 +126,8 @@ def _metrics(telemetry: Telemetry) -> Endpoint:
 
 def _relay(upstream: Upstream, max_body_mb: float) -> Endpoint:
     async def relay(request: Request) -> Response:
-        """Every other /v1 endpoint (models, embeddings, …) is relayed as it is."""
-        path = request.url.path.removeprefix("/v1/").removeprefix("/")
+        """Every other /v1 endpoint (models, embeddings, …) is relayed as it is; never a path outside /v1."""
+        path = relay_path(request.path_params["path"], request.method)
         if request.url.query:
             path = f"{path}?{request.url.query}"
         body = await read_body(request, max_body_mb) if request.method not in ("GET", "HEAD") else None
@@ -122,6 +163,36 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
     return JSONResponse(error_body(message, code, exc.status_code), status_code=exc.status_code)
 
 
-async def _server_error(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return JSONResponse(error_body(f"ctxwarden failed unexpectedly: {type(exc).__name__}. This is a bug.", "internal_error", 500), status_code=500)
+class AnswerErrors:
+    """ASGI layer around the routes: an exception no handler took becomes an ordinary OpenAI-shaped
+    500, and nothing is re-raised, so the server keeps the keep-alive connection usable (Starlette's
+    own error layer re-raises after answering, and the server then drops the connection unannounced).
+    Once a response has started it cannot be answered: the exception goes on and the server drops
+    the connection, which the client sees as a cut response, as it should."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = {"start": False, "end": False}
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                sent["start"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                sent["end"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            if sent["end"]:
+                return  # the answer is complete: the connection stays usable
+            if sent["start"]:
+                raise
+            body = error_body(f"ctxwarden failed unexpectedly: {type(exc).__name__}. This is a bug.", "internal_error", 500)
+            await JSONResponse(body, status_code=500)(scope, receive, send)

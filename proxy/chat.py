@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 import httpx
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
@@ -25,7 +25,8 @@ from .proxy_tools import ProxyToolRounds
 from .streaming import sse
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
-from .upstream.client import DROP_RESPONSE, Upstream
+from .tenants import TenantError, check_tenant
+from .upstream.client import DROP_RESPONSE, Upstream, completion_json
 from .validation import body_too_large, check_chat_body, parse_json_body
 
 log = logging.getLogger("ctxwarden.chat")
@@ -40,11 +41,14 @@ async def read_body(request: Request, limit_mb: float) -> bytes:
         raise body_too_large(limit_mb)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise body_too_large(limit_mb)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise body_too_large(limit_mb)
+            chunks.append(chunk)
+    except ClientDisconnect:  # gone (or cut off by server.body_timeout_s, which already answered 408)
+        raise ProxyError(400, "client_disconnected", "The client closed the connection before the request body was complete.")
     return b"".join(chunks)
 
 
@@ -56,8 +60,20 @@ def session_of(body: dict[str, Any], headers: Any) -> str:
     if isinstance(body.get("user"), str) and body["user"]:
         return f"user:{body['user']}"
     opening = [m for m in body["messages"][:4] if m.get("role") in ("system", "developer", "user")][:2]
-    digest = hashlib.sha256(json.dumps([content_text(m) for m in opening], ensure_ascii=False).encode()).hexdigest()[:20]
+    texts = json.dumps([content_text(m) for m in opening], ensure_ascii=False)
+    digest = hashlib.sha256(texts.encode("utf-8", "surrogatepass")).hexdigest()[:20]
     return f"conv:{digest}"
+
+
+def tenant_of(hints: dict[str, str]) -> str | None:
+    """The tenant named by x-ctxwarden-tenant (absent or empty: the shared namespace); 400 if invalid."""
+    name = hints.get("x-ctxwarden-tenant")
+    if not name:
+        return None
+    try:
+        return check_tenant(name)
+    except TenantError as exc:
+        raise ProxyError(400, "invalid_tenant", str(exc), param=exc.param) from exc
 
 
 def completion_object(ex: Exchange, content: str, finish_reason: str = "stop") -> dict[str, Any]:
@@ -82,7 +98,8 @@ def completion_chunks(ex: Exchange, content: str, finish_reason: str = "stop") -
         {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": None}]},
         {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish_reason}]},
     ]
-    if (ex.body.get("stream_options") or {}).get("include_usage"):
+    options = ex.body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
         chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
     return [sse.encode(c) for c in chunks] + [sse.DONE]
 
@@ -150,7 +167,7 @@ class ChatHandler:
             tools=body.get("tools"),
             body=body,
             stream=bool(body.get("stream")),
-            tenant=hints.get("x-ctxwarden-tenant"),
+            tenant=tenant_of(hints),
             session_id=session_of(body, headers),
             headers=hints,
             context_window=self.models.context_window(model),
@@ -235,13 +252,13 @@ class ChatHandler:
             await self.pipeline.complete(ex, "ok")
             self._usage(ex, span, _usage_of(response.content))
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
-        data = response.json()
+        data = completion_json(response)
         if ex.proxy_tools:
             data = await self._proxy_tool_rounds(ex, stream=False).settle(data)
         outcome = "ok"
         for choice in data.get("choices") or []:
-            msg = choice.get("message") or {}
-            text = content_text(msg)
+            msg = choice.get("message")
+            text = content_text(msg) if isinstance(msg, dict) else ""
             if not text:
                 continue
             verdict = await self.pipeline.run_response(ex, Answer(text=text, message=msg, finish_reason=choice.get("finish_reason")))
@@ -254,7 +271,7 @@ class ChatHandler:
                 choice["finish_reason"] = "content_filter"
         self._usage(ex, span, data.get("usage"))
         await self.pipeline.complete(ex, outcome)
-        return JSONResponse(data, status_code=response.status_code, headers=relay_headers(response))
+        return UpstreamJSON(data, status_code=response.status_code, headers=relay_headers(response))
 
     def _usage(self, ex: Exchange, span: Any, usage: Any) -> None:
         """GenAI semantic conventions: token usage on the request span and as a metric."""
@@ -315,16 +332,31 @@ def relay_headers(response: httpx.Response) -> dict[str, str]:
     return {k: v for k, v in response.headers.items() if k.lower() not in DROP_RESPONSE and not k.lower().startswith("x-ctxwarden-")}
 
 
+class UpstreamJSON(JSONResponse):
+    """JSON the upstream wrote: a lone surrogate escape in it (valid JSON, not valid UTF-8) is
+    relayed as the same \\u escape instead of failing to encode."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 async def relay_error(response: httpx.Response) -> Response:
     """The upstream's error with its status; a body that is not OpenAI-shaped gets wrapped."""
     data, headers = await upstream_error(response)
-    return JSONResponse(data, status_code=response.status_code, headers=headers)
+    return UpstreamJSON(data, status_code=response.status_code, headers=headers)
 
 
 async def upstream_error(response: httpx.Response) -> tuple[dict[str, Any], dict[str, str]]:
     """The upstream error's OpenAI-shaped body and the headers worth relaying with it."""
-    content = await response.aread()
-    await response.aclose()
+    try:
+        content = await response.aread()
+    except httpx.HTTPError as exc:  # a cut or undecodable error body: the status still says what happened
+        content = f"(the body could not be read: {type(exc).__name__})".encode()
+    finally:
+        await response.aclose()
     headers = {k: v for k, v in response.headers.items() if k.lower() in RELAYED_UPSTREAM_HEADERS or k.lower().startswith("x-ratelimit")}
     try:
         data = json.loads(content)

@@ -14,6 +14,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
+    from .server import uvicorn_config
 
     overrides: dict = {"server": {}}
     if args.host:
@@ -27,9 +28,12 @@ def _serve(args: argparse.Namespace) -> int:
         f"→ {settings.upstream.base_url} (config: {settings.source})",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=settings.server.host, port=settings.server.port, log_level=args.log_level,
-                access_log=args.log_level == "debug")
-    return 0
+    server = uvicorn.Server(uvicorn_config(app, settings, log_level=args.log_level, access_log=args.log_level == "debug"))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    return 0 if server.started else 1
 
 
 def _check(args: argparse.Namespace) -> int:

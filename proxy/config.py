@@ -8,11 +8,13 @@ section against them, so a third-party policy's keys are validated the same way.
 from __future__ import annotations
 
 import importlib.resources
+import io
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxwarden.policies.budget import BudgetConfig
 from ctxwarden.policies.errors import CtxwardenError
@@ -35,6 +37,9 @@ class ServerConfig(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8787, ge=0, le=65535)
     max_body_mb: float = Field(20, gt=0)
+    max_header_kb: float = Field(64, gt=0)  # request line + headers larger than this → 431
+    header_timeout_s: float = Field(10, gt=0)  # headers not complete this long after the request began → 408
+    body_timeout_s: float = Field(30, gt=0)  # body not complete this long after its headers → 408
 
 
 class CircuitBreakerConfig(Strict):
@@ -52,13 +57,21 @@ class UpstreamConfig(Strict):
     max_connections: int = Field(200, ge=1)
     circuit_breaker: CircuitBreakerConfig = CircuitBreakerConfig()
 
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        url = urlparse(value.strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host, e.g. https://api.openai.com/v1")
+        return value.strip()
+
 
 class ModelConfig(Strict):
     context_window: int = Field(..., gt=0)
 
 
 class StorageConfig(Strict):
-    path: str = ".ctxwarden"
+    path: str = ".ctxwarden"  # set in a config file: relative to that file's directory (load_settings)
     chroma_url: str | None = None
 
 
@@ -161,6 +174,18 @@ def parse_settings(data: Any, source: str) -> Settings:
     return settings
 
 
+def _paths_from(user: dict[str, Any], file: Path) -> dict[str, Any]:
+    """A relative `storage.path` set in a config file is relative to that file's directory
+    (absolute paths and `~` stay as written), so the store does not move with the working directory."""
+    storage = user.get("storage")
+    if not isinstance(storage, dict) or not isinstance(storage.get("path"), str) or not storage["path"]:
+        return user
+    where = Path(storage["path"]).expanduser()
+    if not where.is_absolute():
+        where = file.absolute().parent / where
+    return {**user, "storage": {**storage, "path": str(where)}}
+
+
 def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
     """The embedded default, with the user's file (and then `overrides`) merged over it."""
     data = yaml.safe_load(default_yaml_text()) or {}
@@ -171,13 +196,15 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(source, [f"cannot read the file: {exc.strerror}"]) from exc
+        stream = io.StringIO(text)
+        stream.name = source  # YAML errors then say `in "<the file>", line …`
         try:
-            user = yaml.safe_load(text) or {}
+            user = yaml.safe_load(stream) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(source, [f"not valid YAML: {exc}"]) from exc
         if not isinstance(user, dict):
             raise ConfigError(source, ["the top level must be a mapping of sections"])
-        data = merge_config(data, user)
+        data = merge_config(data, _paths_from(user, Path(path)))
     if overrides:
         data = merge_config(data, overrides)
     return parse_settings(data, source)

@@ -10,10 +10,12 @@ receives, and follows a script of canned replies when given one:
     {"chunk_delay_s": 0.05}                  wait between streamed chunks
     {"cut_after": 2}                         stream this many chunks, then drop the connection
     {"raw": "text", "content_type": "..."}   a body that is not JSON
+    {"choices": ["text 0", "text 1"]}        n answers (streamed interleaved, one choice per chunk)
 
 A script entry is used once, in order; with an empty script the reply echoes the last user
 message. Control it in-process (`FakeUpstream.script`, `.received`) or over HTTP
-(POST /_script with a JSON list, GET /_received, POST /_reset).
+(POST /_script with a JSON list, GET /_received, POST /_reset). `.paths` lists the raw target of
+every request that reached it, routed or not.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -44,6 +47,7 @@ class Received:
 class FakeUpstream:
     script: list[dict[str, Any]] = field(default_factory=list)
     received: list[Received] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # raw request targets (path?query), as they arrived
     counter: int = 0
 
     def reply(self, **entry: Any) -> "FakeUpstream":
@@ -53,6 +57,7 @@ class FakeUpstream:
     def reset(self) -> None:
         self.script.clear()
         self.received.clear()
+        self.paths.clear()
 
     @property
     def chat_requests(self) -> list[Any]:
@@ -68,7 +73,7 @@ class FakeUpstream:
             Route("/_script", self._set_script, methods=["POST"]),
             Route("/_received", self._get_received, methods=["GET"]),
             Route("/_reset", self._reset, methods=["POST"]),
-        ])
+        ], middleware=[Middleware(_PathRecorder, sink=self.paths)])
 
     async def _record(self, request: Request) -> Any:
         raw = await request.body()
@@ -100,45 +105,49 @@ class FakeUpstream:
         if content is None and not calls:
             last_user = next((m for m in reversed(body.get("messages", [])) if m.get("role") == "user"), {})
             content = f"You said: {content_text(last_user)}"
-        usage = {"prompt_tokens": 10, "completion_tokens": max(1, len((content or "").split())), "total_tokens": 0}
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        texts: list[str | None] = list(entry["choices"]) if entry.get("choices") else [content]
+        words = sum(len((t or "").split()) for t in texts)
+        usage = {"prompt_tokens": 10, "completion_tokens": max(1, words), "total_tokens": 10 + max(1, words)}
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
-                self._stream(model, content, calls, usage if include_usage else None, entry),
+                self._stream(model, texts, calls, usage if include_usage else None, entry),
                 media_type="text/event-stream",
             )
-        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
-        if calls:
-            message["tool_calls"] = calls
+        choices = []
+        for i, text in enumerate(texts):
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+            if calls and i == 0:
+                message["tool_calls"] = calls
+            choices.append({"index": i, "message": message, "logprobs": None,
+                            "finish_reason": "tool_calls" if calls and i == 0 else "stop"})
         return JSONResponse({
             "id": f"chatcmpl-fake{self.counter}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
+            "choices": choices,
             "usage": usage,
             "system_fingerprint": "fp_fake",
         })
 
-    async def _stream(self, model: str, content: str | None, calls: list, usage: dict | None, entry: dict) -> AsyncIterator[bytes]:
+    async def _stream(self, model: str, texts: list, calls: list, usage: dict | None, entry: dict) -> AsyncIterator[bytes]:
         base = {"id": f"chatcmpl-fake{self.counter}", "object": "chat.completion.chunk", "created": int(time.time()),
                 "model": model, "system_fingerprint": "fp_fake"}
 
-        def chunk(delta: dict, finish: str | None = None, **extra: Any) -> bytes:
-            obj = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
+        def chunk(delta: dict, finish: str | None = None, index: int = 0) -> bytes:
+            obj = {**base, "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
-        pieces = [chunk({"role": "assistant", "content": ""})]
-        if content:
-            words = content.split(" ")
-            pieces += [chunk({"content": w if i == 0 else " " + w}) for i, w in enumerate(words)]
+        pieces = [chunk({"role": "assistant", "content": ""}, index=n) for n in range(len(texts))]
+        words = [(t or "").split(" ") if t else [] for t in texts]
+        for i in range(max(map(len, words), default=0)):  # one word of each choice in turn
+            pieces += [chunk({"content": w[i] if i == 0 else " " + w[i]}, index=n) for n, w in enumerate(words) if i < len(w)]
         for i, call in enumerate(calls):
             pieces.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
                                                  "function": {"name": call["function"]["name"], "arguments": ""}}]}))
             pieces.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": call["function"]["arguments"]}}]}))
-        pieces.append(chunk({}, "tool_calls" if calls else "stop"))
+        pieces += [chunk({}, "tool_calls" if calls and n == 0 else "stop", index=n) for n in range(len(texts))]
         if usage:
             pieces.append(b"data: " + json.dumps({**base, "choices": [], "usage": usage}).encode() + b"\n\n")
         pieces.append(b"data: [DONE]\n\n")
@@ -176,6 +185,21 @@ class FakeUpstream:
     async def _reset(self, request: Request) -> Response:
         self.reset()
         return JSONResponse({"ok": True})
+
+
+class _PathRecorder:
+    """ASGI middleware: note the raw path of every HTTP request, before any routing."""
+
+    def __init__(self, app: Any, sink: list[str]) -> None:
+        self.app = app
+        self.sink = sink
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            raw = scope.get("raw_path") or scope["path"].encode()
+            query = scope.get("query_string") or b""
+            self.sink.append((raw + b"?" + query if query else raw).decode("latin-1"))
+        await self.app(scope, receive, send)
 
 
 def main() -> None:

@@ -1,25 +1,42 @@
 """`ctxwarden kb add FILE | list | delete ID`: manage the poisoning policy's knowledge base.
 
 FILE is JSONL (one {"id", "text", "metadata"?} per line), YAML or JSON (a list of documents,
-or {"documents": [...]}). Re-adding an id replaces the document. The store and the embedder
-come from the configuration (`--config`), so the server sees what the command wrote.
+or {"documents": [...]}). Re-adding an id replaces the document.
+
+Where the command writes: through the running server's admin API when one answers (`--server
+URL`, default: the configured server.host:port), with the admin key from the variable
+`admin.api_key_env` names (CTXWARDEN_ADMIN_KEY). An embedded Chroma store must not be written by a
+second process while the server has it open (its vector index breaks and the server stops seeing
+the KB). Only when no server answers does the command open the store itself (`storage` and
+`embeddings` from `--config`), and it says so; `--direct` asks for that explicitly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import httpx
 import yaml
 
-from ctxwarden.policies.poisoning.kb import DocumentError, KnowledgeBase, parse_documents
+from ctxwarden.policies.errors import CtxwardenError
+from ctxwarden.policies.poisoning.kb import Document, DocumentError, KnowledgeBase, parse_documents
 
-from .config import load_settings
+from .config import Settings, load_settings
 from .embeddings import build_embedder
 from .storage import ChromaStore
+
+PROBE_TIMEOUT_S = 2.0
+DOCS_PER_REQUEST = 200
+
+
+class KBCommandError(CtxwardenError):
+    """Printed as `ctxwarden kb <command>: <message>`, exit status 1."""
 
 
 def add_kb_commands(subparsers: Any) -> None:
@@ -27,8 +44,11 @@ def add_kb_commands(subparsers: Any) -> None:
     kb_sub = kb.add_subparsers(dest="kb_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--config", help="YAML file merged over the embedded default (for storage and embeddings)")
+        p.add_argument("--config", help="YAML file merged over the embedded default (server, storage, embeddings)")
         p.add_argument("--tenant", help="the tenant namespace (x-ctxwarden-tenant); default: the shared one")
+        p.add_argument("--server", help="the running proxy to go through (default: the configured server.host:port)")
+        p.add_argument("--direct", action="store_true",
+                       help="write the store directly, without asking a server (only while no server uses it)")
         return p
 
     add = common(kb_sub.add_parser("add", help="add or replace documents from a JSONL, YAML or JSON file"))
@@ -44,11 +64,6 @@ def add_kb_commands(subparsers: Any) -> None:
     delete = common(kb_sub.add_parser("delete", help="delete a document by id"))
     delete.add_argument("id")
     delete.set_defaults(func=_delete)
-
-
-def _knowledge_base(args: argparse.Namespace) -> KnowledgeBase:
-    settings = load_settings(args.config)
-    return KnowledgeBase(ChromaStore(settings.storage), build_embedder(settings.embeddings), args.tenant)
 
 
 def read_documents_file(path: str) -> list[Any]:
@@ -75,33 +90,136 @@ def read_documents_file(path: str) -> list[Any]:
     return raw
 
 
+# ---------------------------------------------------------------------------- where to write
+
+
+class ServerKB:
+    """The knowledge base behind a running server's admin API (same methods as KnowledgeBase)."""
+
+    def __init__(self, url: str, key: str, tenant: str | None) -> None:
+        self.url = url.rstrip("/")
+        self.tenant = tenant
+        self.client = httpx.Client(headers={"authorization": f"Bearer {key}"}, timeout=300)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        params = {**kwargs.pop("params", {}), **({"tenant": self.tenant} if self.tenant else {})}
+        try:
+            response = self.client.request(method, f"{self.url}/admin/kb/documents{path}", params=params, **kwargs)
+        except httpx.HTTPError as exc:
+            raise KBCommandError(f"the server at {self.url} did not answer: {exc}") from exc
+        if response.status_code >= 400 and response.status_code != 404:
+            raise KBCommandError(f"the server at {self.url} answered {response.status_code}: {_message(response)}")
+        return response
+
+    def add(self, docs: list[Document]) -> int:
+        passages = 0
+        for start in range(0, len(docs), DOCS_PER_REQUEST):
+            batch = [d.as_dict() for d in docs[start : start + DOCS_PER_REQUEST]]
+            response = self._call("POST", "", json={"documents": batch})
+            if response.status_code == 404:
+                raise KBCommandError(f"{self.url} has no knowledge-base admin API (is the poisoning policy on?)")
+            passages += int(response.json().get("passages", 0))
+        return passages
+
+    def documents(self, limit: int, offset: int) -> tuple[list[Document], int]:
+        response = self._call("GET", "", params={"limit": limit, "offset": offset})
+        if response.status_code == 404:
+            raise KBCommandError(f"{self.url} has no knowledge-base admin API (is the poisoning policy on?)")
+        data = response.json()
+        return [Document(d["id"], d["text"], d.get("metadata") or {}) for d in data["data"]], int(data["total"])
+
+    def delete(self, doc_id: str) -> bool:
+        return self._call("DELETE", f"/{quote(doc_id, safe='')}").status_code != 404
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
+
+
+def _server_url(args: argparse.Namespace, settings: Settings) -> str:
+    if args.server:
+        return args.server if "://" in args.server else f"http://{args.server}"
+    host = settings.server.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://[{host}]:{settings.server.port}" if ":" in host else f"http://{host}:{settings.server.port}"
+
+
+def _answers(url: str) -> bool:
+    """Is a ctxwarden server listening at `url`? (Its /healthz answers JSON with a status.)"""
+    try:
+        response = httpx.get(f"{url.rstrip('/')}/healthz", timeout=PROBE_TIMEOUT_S)
+        return "status" in response.json()
+    except (httpx.HTTPError, ValueError, TypeError):
+        return False
+
+
+def knowledge_base(args: argparse.Namespace) -> KnowledgeBase | ServerKB:
+    """The running server's KB when one answers; else the store, opened here (said on stderr)."""
+    settings = load_settings(args.config)
+    if not args.direct:
+        url = _server_url(args, settings)
+        if _answers(url):
+            key_env = settings.admin.api_key_env
+            key = os.environ.get(key_env or "")
+            if not key:
+                raise KBCommandError(
+                    f"a ctxwarden server is running at {url}: set {key_env} to its admin key to go through it "
+                    "(writing its store from a second process would break it)")
+            return ServerKB(url, key, args.tenant)
+        if args.server:
+            raise KBCommandError(f"no ctxwarden server answers at {url}")
+        print(f"no ctxwarden server answers at {url}: using the store directly "
+              f"({settings.storage.chroma_url or settings.storage.path})", file=sys.stderr)
+    return KnowledgeBase(ChromaStore(settings.storage), build_embedder(settings.embeddings), args.tenant)
+
+
+def _run(command: str, body: Any) -> int:
+    try:
+        return body()
+    except KBCommandError as exc:
+        print(f"ctxwarden kb {command}: {exc}", file=sys.stderr)
+        return 1
+
+
 def _add(args: argparse.Namespace) -> int:
     try:
         docs = parse_documents(read_documents_file(args.file))
     except (OSError, ValueError) as exc:  # DocumentError and JSON errors are ValueErrors
         print(f"ctxwarden kb add: {exc}", file=sys.stderr)
         return 1
-    passages = _knowledge_base(args).add(docs)
-    print(f"added {len(docs)} document(s), {passages} passage(s) from {args.file}")
-    return 0
+
+    def body() -> int:
+        kb = knowledge_base(args)
+        passages = kb.add(docs)
+        via = f" via {kb.url}" if isinstance(kb, ServerKB) else ""
+        print(f"added {len(docs)} document(s), {passages} passage(s) from {args.file}{via}")
+        return 0
+    return _run("add", body)
 
 
 def _list(args: argparse.Namespace) -> int:
-    docs, total = _knowledge_base(args).documents(args.limit, args.offset)
-    for doc in docs:
-        if args.json:
-            print(json.dumps(doc.as_dict(), ensure_ascii=False))
-        else:
-            text = " ".join(doc.text.split())
-            print(f"{doc.id}\t{text[:100] + ('…' if len(text) > 100 else '')}")
-    if not args.json:
-        print(f"({len(docs)} of {total} document(s))", file=sys.stderr)
-    return 0
+    def body() -> int:
+        docs, total = knowledge_base(args).documents(args.limit, args.offset)
+        for doc in docs:
+            if args.json:
+                print(json.dumps(doc.as_dict(), ensure_ascii=False))
+            else:
+                text = " ".join(doc.text.split())
+                print(f"{doc.id}\t{text[:100] + ('…' if len(text) > 100 else '')}")
+        if not args.json:
+            print(f"({len(docs)} of {total} document(s))", file=sys.stderr)
+        return 0
+    return _run("list", body)
 
 
 def _delete(args: argparse.Namespace) -> int:
-    if _knowledge_base(args).delete(args.id):
-        print(f"deleted {args.id}")
-        return 0
-    print(f"ctxwarden kb delete: no document with id {args.id!r}", file=sys.stderr)
-    return 1
+    def body() -> int:
+        if knowledge_base(args).delete(args.id):
+            print(f"deleted {args.id}")
+            return 0
+        print(f"ctxwarden kb delete: no document with id {args.id!r}", file=sys.stderr)
+        return 1
+    return _run("delete", body)

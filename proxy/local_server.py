@@ -9,6 +9,9 @@ from typing import Any
 
 import uvicorn
 
+from .config import Settings
+from .server import uvicorn_config
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -17,10 +20,13 @@ def free_port() -> int:
 
 
 class LocalServer:
-    def __init__(self, app: Any, port: int | None = None, host: str = "127.0.0.1", log_level: str = "warning") -> None:
+    def __init__(self, app: Any, port: int | None = None, host: str = "127.0.0.1", log_level: str = "warning",
+                 settings: Settings | None = None) -> None:
+        """`settings`: its server.* limits (header size, read timeouts) apply; the defaults without it.
+        Host and port are the arguments here, never the settings'."""
         self.host = host
         self.port = port or free_port()
-        config = uvicorn.Config(app, host=host, port=self.port, log_level=log_level, lifespan="on",
+        config = uvicorn_config(app, settings, host=host, port=self.port, log_level=log_level, lifespan="on",
                                 access_log=False, timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -19,6 +19,8 @@ import httpx
 
 from ctxwarden.policies.base import Exchange
 
+from .upstream.client import completion_json
+
 log = logging.getLogger("ctxwarden.proxy_tools")
 
 Calls = list[dict[str, Any]]
@@ -84,12 +86,12 @@ class ProxyToolRounds:
         while True:
             _add_usage(usage_total, data.get("usage"))
             choice = (data.get("choices") or [{}])[0]
-            message = choice.get("message") or {}
+            message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
             proxy_calls, client_calls = self.split(message.get("tool_calls") or [])
             if not self.may_continue(proxy_calls, client_calls):
                 break
             response = await self.continue_with(_assistant_echo(message), proxy_calls)
-            data = response.json()
+            data = completion_json(response)
         if proxy_calls:
             self.report_dropped(proxy_calls)
             _keep_client_calls(choice, message, client_calls)

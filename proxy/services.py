@@ -16,7 +16,7 @@ from .errors import ProxyError
 from .models import ModelInfo
 from .storage import ChromaStore
 from .telemetry import Telemetry
-from .upstream.client import Upstream
+from .upstream.client import Upstream, completion_json
 
 log = logging.getLogger("ctxwarden.services")
 
@@ -56,7 +56,7 @@ def make_complete_raw(upstream: Upstream):
         response = result.response
         if response.status_code >= 400:
             raise ProxyError(response.status_code, "upstream_error", f"completion for {model} failed with {response.status_code}")
-        return response.json()
+        return completion_json(response)
 
     return complete_raw
 

@@ -1,30 +1,80 @@
 """Chroma, embedded (a directory) or shared (`storage.chroma_url`). Collections are created on
 first use with cosine distance and no embedding function: callers always pass embeddings
-(Chroma's default function downloads a model, which fails offline)."""
+(Chroma's default function downloads a model, which fails offline).
+
+Tenants get their own collections, named injectively (tenants.tenant_slug): a readable slug plus a
+hash of the exact tenant name. Stores written before that (the name alone, made safe by replacing
+characters, so "acme." and "acme" shared one collection) are migrated on open: the first time a
+tenant's new collection is asked for and does not exist, an old-scheme collection whose name the
+tenant maps to *exactly* (the tenant is already [a-zA-Z0-9._-] and was not shortened) is renamed to
+the new name. Tenants whose old name was altered ("acme." → "acme") start empty: their old data is
+indistinguishable from the exact tenant's, which keeps it.
+
+Every collection call is watched: failures are counted and `healthy()` reports a store whose last
+operation failed (e.g. an embedded store another process wrote to) even when heartbeat() still
+answers.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from typing import Any
+import time
+from typing import Any, Callable
 from urllib.parse import urlparse
 
+from ctxwarden.policies.cache import LRU
+
 from .config import StorageConfig
+from .tenants import tenant_slug
+
+log = logging.getLogger("ctxwarden.storage")
+
+MAX_OPEN_COLLECTIONS = 1024  # collection handles kept (one per name and tenant in use)
+_SAFE = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def collection_name(name: str, tenant: str | None) -> str:
-    """Chroma names: 3-512 of [a-zA-Z0-9._-], alphanumeric at both ends; one namespace per tenant."""
-    full = f"ctxw_{name}" + (f"__t_{tenant}" if tenant else "")
-    full = re.sub(r"[^a-zA-Z0-9._-]", "-", full)[:500]
-    return full.rstrip("._-") or "ctxw_default"
+    """Chroma names: 3-512 of [a-zA-Z0-9._-], alphanumeric at both ends; one namespace per tenant,
+    injective in the tenant's exact name."""
+    base = re.sub(r"[^a-zA-Z0-9._-]", "-", f"ctxw_{name}")[:200].rstrip("._-")
+    return f"{base}__t_{tenant_slug(tenant)}" if tenant else base
+
+
+def legacy_collection_name(name: str, tenant: str) -> str | None:
+    """The collection this tenant used before names were injective, when that name belonged to this
+    exact tenant (the old mapping left it unchanged); None when the old name was an altered one."""
+    full = f"ctxw_{name}__t_{tenant}"
+    if not _SAFE.fullmatch(full) or len(full) > 500 or full != full.rstrip("._-"):
+        return None
+    return full
+
+
+class _Watched:
+    """A Chroma collection whose method calls report success or failure to the store."""
+
+    def __init__(self, collection: Any, store: "ChromaStore") -> None:
+        self._collection = collection
+        self._store = store
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._collection, attr)
+        if not callable(value):
+            return value
+        return self._store._watch(value, attr)
 
 
 class ChromaStore:
     def __init__(self, config: StorageConfig) -> None:
         self.config = config
         self._client: Any = None
-        self._collections: dict[str, Any] = {}
+        self._collections: LRU[str, Any] = LRU(MAX_OPEN_COLLECTIONS)
         self._lock = threading.Lock()
+        self.errors = 0  # failed collection calls since start
+        self.last_error: str | None = None
+        self._last_error_at = 0.0
+        self._last_ok_at = 0.0
 
     @property
     def client(self) -> Any:
@@ -51,13 +101,95 @@ class ChromaStore:
         full = collection_name(name, tenant)
         col = self._collections.get(full)
         if col is None:
-            col = self.client.get_or_create_collection(full, embedding_function=None, metadata={"hnsw:space": "cosine"})
-            self._collections[full] = col
+            col = _Watched(self._watch(self._open, "open")(name, tenant, full), self)
+            self._collections.put(full, col)
         return col
 
+    def _open(self, name: str, tenant: str | None, full: str) -> Any:
+        if tenant:
+            self._migrate(name, tenant, full)
+        return self.client.get_or_create_collection(full, embedding_function=None, metadata={"hnsw:space": "cosine"})
+
+    def _migrate(self, name: str, tenant: str, full: str) -> None:
+        """Rename this tenant's old-scheme collection to `full`, once (when `full` does not exist yet)."""
+        from chromadb.errors import NotFoundError
+
+        legacy = legacy_collection_name(name, tenant)
+        if legacy is None or legacy == full:
+            return
+        try:
+            self.client.get_collection(full)
+            return  # already there: migrated before, or new
+        except NotFoundError:
+            pass
+        try:
+            old = self.client.get_collection(legacy, embedding_function=None)
+        except NotFoundError:
+            return
+        try:
+            old.modify(name=full)
+            log.info("storage: renamed collection %s to %s (tenant names are now injective)", legacy, full)
+        except Exception as exc:  # another process renamed it first, or created `full`
+            log.info("storage: collection %s not renamed to %s (%s)", legacy, full, exc)
+
+    def forget(self, name: str, tenant: str | None = None) -> None:
+        """Drop the cached handle (after the collection was deleted or renamed)."""
+        self._collections.pop(collection_name(name, tenant))
+
+    def collection_metadata(self, name: str, tenant: str | None = None) -> dict[str, Any]:
+        """The collection's metadata as stored now (a cached handle keeps what it was opened with).
+        One SQLite read (embedded) or one request (server); no vector index is touched."""
+        self.collection(name, tenant)  # created (and migrated) on first use
+        got = self._watch(self.client.get_collection, "metadata")(collection_name(name, tenant))
+        return dict(got.metadata or {})
+
+    def update_collection_metadata(self, name: str, tenant: str | None, values: dict[str, Any]) -> None:
+        """Merge `values` into the collection's metadata (one transaction; works on a collection whose
+        vector index is damaged). Index settings (hnsw:*) are fixed at creation and left out."""
+        current = {k: v for k, v in self.collection_metadata(name, tenant).items() if not k.startswith("hnsw:")}
+        self.collection(name, tenant).modify(metadata={**current, **values})
+
+    def drop_collection(self, name: str, tenant: str | None = None) -> bool:
+        """Delete a collection and its rows; False if there was none."""
+        from chromadb.errors import NotFoundError
+
+        self.forget(name, tenant)
+        try:
+            self._watch(self.client.delete_collection, "drop")(collection_name(name, tenant))
+        except NotFoundError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ health
+
+    def _watch(self, method: Callable[..., Any], op: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = method(*args, **kwargs)
+            except Exception as exc:
+                if type(exc).__name__ == "NotFoundError":  # an answer, not a failure of the store
+                    raise
+                self.errors += 1
+                self.last_error = f"{op}: {type(exc).__name__}: {exc}"[:300]
+                self._last_error_at = time.monotonic()
+                raise
+            self._last_ok_at = time.monotonic()
+            return result
+        return call
+
     def heartbeat(self) -> bool:
+        """The client answers (a Chroma server is up; the embedded one is loaded)."""
         try:
             self.client.heartbeat()
             return True
-        except Exception:
+        except Exception as exc:
+            self.last_error = f"heartbeat: {type(exc).__name__}: {exc}"[:300]
             return False
+
+    def healthy(self) -> bool:
+        """The client answers and the last collection call did not fail (for /readyz)."""
+        return self.heartbeat() and self._last_error_at <= self._last_ok_at
+
+    def status(self) -> dict[str, Any]:
+        """What /readyz may show: healthy, failed calls so far and the last error."""
+        return {"healthy": self.healthy(), "errors": self.errors, "last_error": self.last_error}

@@ -170,7 +170,10 @@ def _labels(attrs: dict[str, Any]) -> str:
     if not attrs:
         return ""
     def esc(v: Any) -> str:
-        return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+        text = str(v)
+        if not text.isascii():  # a lone surrogate must not make the whole page unencodable
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
     return "{" + ",".join(f'{_prom_name(k)}="{esc(v)}"' for k, v in sorted(attrs.items())) + "}"
 
 

@@ -1,33 +1,109 @@
-"""Check a chat-completion body before any policy sees it; name exactly what is wrong."""
+"""Check a chat-completion body before any policy sees it; name exactly what is wrong.
+
+Bad input gets a 400 naming the problem, never a 500: the body must be UTF-8 JSON (no NaN or
+Infinity, no integer longer than Python converts, at most MAX_DEPTH levels of nesting, no lone
+UTF-16 surrogate in any string or key) and have the chat shape policies rely on. The checks that
+read the whole body stay cheap: one walk over its containers for the depth, and the surrogate walk
+only when the raw bytes hold a `\\uD800`–`\\uDFFF` style escape.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from typing import Any
 
 from .errors import ProxyError, invalid
 
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+MAX_DEPTH = 128  # arrays and objects nested deeper than this are refused (the policies recurse over bodies)
+_BOM = b"\xef\xbb\xbf"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may start a lone surrogate (strict UTF-8 has none)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON has no such values."""
+    raise invalid(f"The request body is not valid JSON: {name} is not a JSON value.")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise invalid("The request body is empty; send a JSON object with `model` and `messages`.")
     try:
-        body = json.loads(raw)
-    except UnicodeDecodeError:
-        raise invalid("The request body is not UTF-8 encoded JSON.")
+        text = (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid(f"The request body is not UTF-8 encoded JSON (invalid byte at offset {exc.start}).")
+    try:
+        body = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise invalid(f"The request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.")
+    except RecursionError:
+        raise too_deep()
+    except ValueError:  # the only other one: an integer literal past sys.get_int_max_str_digits()
+        raise invalid(f"The request body has an integer with more than {sys.get_int_max_str_digits()} digits.")
     if not isinstance(body, dict):
         raise invalid(f"The request body must be a JSON object, not {_kind(body)}.")
+    if _deeper_than(body, MAX_DEPTH):
+        raise too_deep()
+    if _SURROGATE_ESCAPE.search(raw):
+        where = _lone_surrogate(body, "")
+        if where is not None:
+            raise invalid(f"{where} contains a lone UTF-16 surrogate escape (\\ud800-\\udfff): "
+                          "text must be valid Unicode.", where)
     return body
+
+
+def too_deep() -> ProxyError:
+    return invalid(f"The request body nests arrays and objects more than {MAX_DEPTH} levels deep.")
+
+
+def _deeper_than(body: Any, limit: int) -> bool:
+    """Whether containers nest more than `limit` levels: one pass, level by level, over containers."""
+    level, depth = [body], 1
+    while level:
+        if depth > limit:
+            return True
+        deeper = []
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) is dict or type(child) is list:
+                    deeper.append(child)
+        level, depth = deeper, depth + 1
+    return False
+
+
+def _lone_surrogate(node: Any, where: str) -> str | None:
+    """The path of the first string or key holding a lone surrogate (e.g. messages[0].content)."""
+    if isinstance(node, str):
+        return where if not node.isascii() and _SURROGATE.search(node) else None
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            found = _lone_surrogate(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+            path = f"{where}.{shown}" if where else shown
+            if not key.isascii() and _SURROGATE.search(key):
+                return path
+            found = _lone_surrogate(value, path)
+            if found is not None:
+                return found
+    return None
 
 
 def check_chat_body(body: dict[str, Any]) -> None:
     """Raise ProxyError(400) naming the first problem (its `param` is the path, e.g. messages[2].role)."""
     messages = _check_top_level(body)
     _check_tools(body.get("tools"))
+    _check_options(body)
     open_calls: set[str] = set()
     for i, msg in enumerate(messages):
         open_calls = _check_message(f"messages[{i}]", msg, open_calls)
@@ -58,13 +134,17 @@ def _check_message(where: str, msg: Any, open_calls: set[str]) -> set[str]:
     if not isinstance(msg, dict):
         raise invalid(f"{where} must be an object, not {_kind(msg)}.", where)
     role = msg.get("role")
-    if role not in ROLES:
-        shown = "missing" if role is None else repr(role)
+    if not isinstance(role, str) or role not in ROLES:
+        shown = "missing" if role is None else _shown(role)
         raise invalid(f"{where}.role is {shown}; it must be one of {', '.join(sorted(ROLES))}.", f"{where}.role")
     content = msg.get("content")
     _check_content(where, content)
+    if msg.get("name") is not None and not isinstance(msg["name"], str):
+        raise invalid(f"{where}.name must be a string, not {_kind(msg['name'])}.", f"{where}.name")
     if role == "assistant":
         return _tool_call_ids(where, msg.get("tool_calls"))
+    if msg.get("tool_calls") is not None:
+        raise invalid(f"{where} ({role}) has 'tool_calls'; only assistant messages make tool calls.", f"{where}.tool_calls")
     if role == "tool":
         _check_tool_answer(where, msg, open_calls)
     elif role in ("user", "system", "developer"):
@@ -81,6 +161,8 @@ def _check_content(where: str, content: Any) -> None:
         for j, part in enumerate(content):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
                 raise invalid(f"{where}.content[{j}] must be an object with a string 'type'.", f"{where}.content[{j}]")
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise invalid(f"{where}.content[{j}].text must be a string.", f"{where}.content[{j}].text")
 
 
 def _tool_call_ids(where: str, calls: Any) -> set[str]:
@@ -106,7 +188,7 @@ def _check_tool_answer(where: str, msg: dict[str, Any], open_calls: set[str]) ->
         raise invalid(f"{where} is a tool message without a string 'tool_call_id'.", f"{where}.tool_call_id")
     if call_id not in open_calls:
         raise invalid(
-            f"{where} answers tool_call_id {call_id!r}, but the closest preceding assistant message "
+            f"{where} answers tool_call_id {_shown(call_id)}, but the closest preceding assistant message "
             "has no tool call with that id.",
             f"{where}.tool_call_id",
         )
@@ -121,10 +203,65 @@ def _check_tools(tools: Any) -> None:
         where = f"tools[{i}]"
         if not isinstance(tool, dict):
             raise invalid(f"{where} must be an object.", where)
-        if tool.get("type", "function") == "function":
-            fn = tool.get("function")
+        kind = tool.get("type", "function")
+        if not isinstance(kind, str):
+            raise invalid(f"{where}.type must be a string, not {_kind(kind)}.", f"{where}.type")
+        fn = tool.get("function")
+        if kind == "function" or "function" in tool:  # the proxy reads a function's name whatever the type
             if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
                 raise invalid(f"{where}.function.name is missing; every function tool needs a name.", f"{where}.function.name")
+            if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
+                raise invalid(f"{where}.function.parameters must be a JSON Schema object, not {_kind(fn['parameters'])}.",
+                              f"{where}.function.parameters")
+
+
+def _check_options(body: dict[str, Any]) -> None:
+    """`user`, `stream_options` and `response_format`: the fields the proxy itself reads."""
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise invalid(f"'user' must be a string, not {_kind(user)}.", "user")
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise invalid(f"'stream_options' must be an object, not {_kind(options)}.", "stream_options")
+        usage = options.get("include_usage")
+        if usage is not None and not isinstance(usage, bool):
+            raise invalid(f"'stream_options.include_usage' must be a boolean, not {_kind(usage)}.",
+                          "stream_options.include_usage")
+    _check_response_format(body.get("response_format"))
+
+
+def _check_response_format(fmt: Any) -> None:
+    """{"type": "text" | "json_object"} or {"type": "json_schema", "json_schema": {"name", "schema"?, "strict"?}}."""
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict):
+        raise invalid(f"'response_format' must be an object, not {_kind(fmt)}.", "response_format")
+    kind = fmt.get("type")
+    if not isinstance(kind, str) or kind not in RESPONSE_FORMATS:
+        shown = "missing" if kind is None else _shown(kind)
+        raise invalid(f"'response_format.type' is {shown}; it must be one of {', '.join(RESPONSE_FORMATS)}.",
+                      "response_format.type")
+    if kind != "json_schema":
+        return
+    spec = fmt.get("json_schema")
+    if not isinstance(spec, dict):
+        raise invalid("'response_format.json_schema' must be an object with a 'name' (and a 'schema').",
+                      "response_format.json_schema")
+    if not isinstance(spec.get("name"), str) or not spec["name"]:
+        raise invalid("'response_format.json_schema.name' must be a non-empty string.", "response_format.json_schema.name")
+    if spec.get("schema") is not None and not isinstance(spec["schema"], dict):
+        raise invalid(f"'response_format.json_schema.schema' must be an object, not {_kind(spec['schema'])}.",
+                      "response_format.json_schema.schema")
+    if spec.get("strict") is not None and not isinstance(spec["strict"], bool):
+        raise invalid(f"'response_format.json_schema.strict' must be a boolean, not {_kind(spec['strict'])}.",
+                      "response_format.json_schema.strict")
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A client's value inside an error message: repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kind(value: Any) -> str:

@@ -41,7 +41,7 @@ def start_proxy(fake: FakeUpstream, tmp_path) -> Callable[..., LocalServer]:
         }
         settings = load_settings(None, merge_config(base, overrides or {}))
         app = create_app(settings, **kwargs)
-        server = LocalServer(app).start()
+        server = LocalServer(app, settings=settings).start()
         server.app = app  # type: ignore[attr-defined]
         servers.append(server)
         return server

@@ -161,10 +161,13 @@ def test_circuit_breaker_opens_fails_fast_and_recovers(fake, start_proxy):
         client.chat.completions.create(model="gpt-4o", messages=HI)
     assert info.value.status_code == 503 and info.value.body["code"] == "upstream_unavailable"
     assert len(fake.chat_requests) == 2  # failed fast: the upstream was not called
-    assert httpx.get(f"{proxy.url}/healthz").json()["upstream_circuit"] == "open"
+    health = httpx.get(f"{proxy.url}/healthz")  # liveness: the process answers, the breaker is only shown
+    assert health.status_code == 200 and health.json()["upstream_circuit"] == "open"
+    assert httpx.get(f"{proxy.url}/readyz").status_code == 503
     time.sleep(0.6)
     assert client.chat.completions.create(model="gpt-4o", messages=HI).choices[0].message.content == "You said: hi"
     assert httpx.get(f"{proxy.url}/healthz").json()["upstream_circuit"] == "closed"
+    assert httpx.get(f"{proxy.url}/readyz").json()["status"] == "ready"
 
 
 def test_budget_rejects_what_cannot_fit_with_the_numbers(fake, start_proxy):

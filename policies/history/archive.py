@@ -35,6 +35,8 @@ class ArchiveConfig(PolicyConfig):
     max_recall_rounds: int = Field(3, ge=0)
     digest_tokens: int = Field(200, ge=20, le=4000)
     memory_entries: int = Field(2000, ge=10)
+    retention_days: float = Field(7, gt=0)  # archived texts older than this are deleted (and never served)
+    max_items: int = Field(10_000, ge=10)  # archived texts kept per tenant; the oldest go first
 
 
 @dataclass
@@ -68,7 +70,8 @@ class ArchivePolicy(BasePolicy):
 
     def __init__(self, config: ArchiveConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.scratchpad = shared_scratchpad(services, config.memory_entries)
+        self.scratchpad = shared_scratchpad(services, config.memory_entries, config.retention_days * 86_400,
+                                            config.max_items)
         self._known: LRU[str, _Known] = LRU(20_000)  # token counts of archived results, by ref
         self._record_recall = recall_recorder(services)
 

@@ -6,6 +6,12 @@ milliseconds each, so they are batched off the request path. Reads hit memory fi
 Ids are deterministic (a hash of the content and the tool call id), so the same conversation is
 archived under the same refs on every turn, and a lost write heals itself: the client resends
 the original with its next request, and it is archived again.
+
+Retention (archive.retention_days, archive.max_items per tenant): entries older than the retention
+are never served, and are deleted from Chroma by the background writer, amortized: a tenant's
+collection is pruned after every PRUNE_EVERY writes to it (and on its first write in a process),
+the oldest entries going first once it holds more than max_items (plus 10%, so a prune frees a
+batch, not one entry per write).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..base import Services
-from ..cache import stable_hash
+from ..cache import LRU, stable_hash
 from ..messages import Message, content_text
 
 log = logging.getLogger("ctxwarden.scratchpad")
@@ -80,15 +86,22 @@ class _Entry:
 
 
 MEMORY_BYTES = 64 * 1024 * 1024  # archived text held in memory in front of Chroma, at most
+RETENTION_S = 7 * 86_400  # defaults of archive.retention_days and archive.max_items
+MAX_ITEMS = 10_000
+PRUNE_EVERY = 100  # writes to a tenant's collection between two prunes of it
 
 
 class Scratchpad:
     """Archived texts per tenant: memory (bounded) in front of Chroma (persistent)."""
 
-    def __init__(self, services: Services, memory_entries: int = 2000) -> None:
+    def __init__(self, services: Services, memory_entries: int = 2000, retention_s: float = RETENTION_S,
+                 max_items: int = MAX_ITEMS) -> None:
         self.services = services
         self.memory: OrderedDict[tuple[str | None, str], _Entry] = OrderedDict()
         self.memory_entries = memory_entries
+        self.retention_s = retention_s
+        self.max_items = max_items
+        self._unpruned: LRU[str | None, int] = LRU(10_000)  # tenant → writes since its last prune
         self.memory_bytes = 0  # the texts' total size: big archived spans are bounded by bytes too
         self._pending: dict[tuple[str | None, str], _Entry] = {}
         self._flusher: asyncio.Task | None = None
@@ -169,6 +182,7 @@ class Scratchpad:
             for _, entry in items:
                 entry.persisted = True
             self.services.metrics.record("ctxwarden.scratchpad.persist_ms", (time.perf_counter() - started) * 1000)
+            self._prune_if_due(tenant, col, len(items))
 
     async def flush(self) -> None:
         """Wait until every write so far is in Chroma (tests, shutdown)."""
@@ -185,6 +199,8 @@ class Scratchpad:
     async def get(self, tenant: str | None, ref: str) -> str | None:
         started = time.perf_counter()
         entry = self.memory.get((tenant, ref))
+        if entry is not None and self._expired(entry.meta.get("created")):
+            entry = None
         source = "memory"
         text = entry.text if entry else None
         if text is None and self.services.store is not None:
@@ -201,19 +217,65 @@ class Scratchpad:
 
     def _read_store(self, tenant: str | None, ref: str) -> str | None:
         col = self.services.store.collection(COLLECTION, tenant)  # type: ignore[union-attr]
-        got = col.get(ids=[ref], include=["documents"])
-        docs = got.get("documents") or []
-        return docs[0] if docs else None
+        got = col.get(ids=[ref], include=["documents", "metadatas"])
+        docs, metas = got.get("documents") or [], got.get("metadatas") or [{}]
+        return docs[0] if docs and not self._expired((metas[0] or {}).get("created")) else None
+
+    # ------------------------------------------------------------------ retention
+
+    def _expired(self, created: Any) -> bool:
+        return isinstance(created, (int, float)) and created < time.time() - self.retention_s
+
+    def _prune_if_due(self, tenant: str | None, col: Any, written: int) -> None:
+        """Every PRUNE_EVERY writes to a tenant (and on its first in this process): delete what
+        is past the retention, then the oldest entries beyond max_items."""
+        due = self._unpruned.get(tenant)
+        due = 0 if due is None else due + written
+        if 0 < due < PRUNE_EVERY:
+            self._unpruned.put(tenant, due)
+            return
+        self._unpruned.put(tenant, 1)  # counted from here
+        try:
+            self.prune(tenant, col)
+        except Exception as exc:  # retried at the next prune; the entries stay meanwhile
+            log.warning("scratchpad: pruning tenant %r failed: %s", tenant, exc)
+            self.services.metrics.add("ctxwarden.scratchpad.errors", 1, op="prune", error=type(exc).__name__)
+
+    def prune(self, tenant: str | None, col: Any = None) -> int:
+        """Delete a tenant's expired entries and its oldest beyond max_items; how many went."""
+        col = col or self.services.store.collection(COLLECTION, tenant)  # type: ignore[union-attr]
+        before = col.count()
+        col.delete(where={"created": {"$lt": time.time() - self.retention_s}})
+        count, removed = col.count(), 0
+        if count > self.max_items * 1.1:
+            got = col.get(include=["metadatas"])
+            ages = sorted(zip(got["ids"], got["metadatas"]), key=lambda r: float((r[1] or {}).get("created", 0)))
+            oldest = [ref for ref, _ in ages[: count - self.max_items]]
+            for start in range(0, len(oldest), 1000):
+                col.delete(ids=oldest[start : start + 1000])
+            removed = len(oldest)
+        gone = before - count + removed
+        if gone:
+            self.services.metrics.add("ctxwarden.scratchpad.pruned", gone)
+        return gone
 
 
 def _chroma_meta(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
 
 
-def shared_scratchpad(services: Services, memory_entries: int = 2000) -> Scratchpad:
+def shared_scratchpad(services: Services, memory_entries: int | None = None, retention_s: float | None = None,
+                      max_items: int | None = None) -> Scratchpad:
     """One scratchpad per pipeline, so history and archive read each other's refs. It lives in
-    `services.shared`, which a policy's own copy of Services (its own embedder) keeps."""
+    `services.shared`, which a policy's own copy of Services (its own embedder) keeps. The settings
+    given (the archive policy's) apply whichever policy made it."""
     pad = services.shared.get("scratchpad")
     if pad is None:
-        pad = services.shared["scratchpad"] = Scratchpad(services, memory_entries)
+        pad = services.shared["scratchpad"] = Scratchpad(services)
+    if memory_entries is not None:
+        pad.memory_entries = memory_entries
+    if retention_s is not None:
+        pad.retention_s = retention_s
+    if max_items is not None:
+        pad.max_items = max_items
     return pad

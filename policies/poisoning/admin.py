@@ -50,6 +50,23 @@ class BadRequest(CtxwardenError):
         self.param = param
 
 
+MAX_TENANT_LENGTH = 128  # the same rule as ctxwarden.proxy.tenants.check_tenant (policies/ cannot import it)
+
+
+def tenant_param(value: Any, param: str = "tenant") -> str | None:
+    """A `tenant` parameter: None when absent or empty (the shared namespace); else 1-128 printable
+    characters, or BadRequest naming it."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"{param} must be a string", param)
+    if len(value) > MAX_TENANT_LENGTH:
+        raise BadRequest(f"{param} {value[:40]!r}… is {len(value)} characters long (at most {MAX_TENANT_LENGTH})", param)
+    if not value.isprintable():
+        raise BadRequest(f"{param} {value!r} contains control or non-printable characters", param)
+    return value
+
+
 def _page(params: dict[str, Any]) -> tuple[int, int]:
     try:
         limit, offset = int(params.get("limit", 100)), int(params.get("offset", 0))
@@ -96,24 +113,24 @@ class AdminRoutes:
             docs = parse_documents(body["documents"])
         except DocumentError as exc:
             return error(400, "invalid_request", str(exc), "documents")
-        kb = self.policy.kb(body.get("tenant") or params.get("tenant"))
+        kb = self.policy.kb(tenant_param(body.get("tenant") or params.get("tenant")))
         passages = await asyncio.to_thread(kb.add, docs)
         self.policy.forget_verdicts()
         return 200, {"object": "kb.documents.added", "ids": [d.id for d in docs], "documents": len(docs), "passages": passages}
 
     async def list_documents(self, params: dict[str, Any], body: Any) -> tuple[int, Any]:
         limit, offset = _page(params)
-        docs, total = await asyncio.to_thread(self.policy.kb(params.get("tenant")).documents, limit, offset)
+        docs, total = await asyncio.to_thread(self.policy.kb(tenant_param(params.get("tenant"))).documents, limit, offset)
         return 200, {"object": "list", "data": [d.as_dict() for d in docs], "total": total}
 
     async def get_document(self, params: dict[str, Any], body: Any) -> tuple[int, Any]:
-        doc: Document | None = await asyncio.to_thread(self.policy.kb(params.get("tenant")).document, params["id"])
+        doc: Document | None = await asyncio.to_thread(self.policy.kb(tenant_param(params.get("tenant"))).document, params["id"])
         if doc is None:
             return not_found("knowledge-base document", params["id"])
         return 200, doc.as_dict()
 
     async def delete_document(self, params: dict[str, Any], body: Any) -> tuple[int, Any]:
-        found = await asyncio.to_thread(self.policy.kb(params.get("tenant")).delete, params["id"])
+        found = await asyncio.to_thread(self.policy.kb(tenant_param(params.get("tenant"))).delete, params["id"])
         if not found:
             return not_found("knowledge-base document", params["id"])
         self.policy.forget_verdicts()
@@ -124,8 +141,9 @@ class AdminRoutes:
         if status and status not in STATUSES:
             return error(400, "invalid_request", f"status must be one of {', '.join(STATUSES)}", "status")
         limit, offset = _page(params)
+        tenant = tenant_param(params.get("tenant"))
         store = self.policy.quarantine
-        items, total = await asyncio.to_thread(store.items, status, params.get("tenant"), limit, offset)
+        items, total = await asyncio.to_thread(store.items, status, tenant, limit, offset)
         return 200, {"object": "list", "data": items, "total": total}
 
     async def get_item(self, params: dict[str, Any], body: Any) -> tuple[int, Any]:

@@ -1,11 +1,15 @@
 """The knowledge base: documents split into passages, stored in Chroma (one namespace per tenant).
 
-Each document becomes one Chroma entry per sentence ("<id>#<n>"), so a claim is compared with
-one fact rather than a page; part 0 also keeps the whole document text for listing. Vectors
-come from `services.embedder` (Chroma is never asked to embed: its default model downloads).
-Re-adding an id replaces the document. An in-memory evidence index (evidence.py: BM25 over
-sentence windows + the stored vectors) mirrors the collection; it is rebuilt after a write and
-when the collection's size changes under us (another process wrote).
+Each document becomes one Chroma entry per sentence, so a claim is compared with one fact rather
+than a page; part 0 also keeps the whole document text for listing. Vectors come from
+`services.embedder` (Chroma is never asked to embed: its default model downloads).
+
+Re-adding an id replaces the document, atomically for readers and crash-safe (kbstore.py: the new
+version is written whole under a new generation before the old one is deleted; readers take each
+document's newest complete generation). add() returns only after both steps are committed.
+An in-memory evidence index (evidence.py: BM25 over sentence windows + the stored vectors)
+mirrors the collection; it is rebuilt after a write here, and when the KB's version record
+changed (another process or replica wrote), looked at at most every `refresh_s` seconds.
 
 All methods are synchronous and may be slow (embedding, disk): call them via asyncio.to_thread.
 """
@@ -13,10 +17,13 @@ All methods are synchronous and may be slow (embedding, disk): call them via asy
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+import numpy as np
 
 from ..base import Embedder, Store
 from ..errors import CtxwardenError
@@ -24,10 +31,13 @@ from ..history.timestamps import parse_time
 from ..text.sentences import split_sentences
 from .checkers.base import Evidence
 from .evidence import EvidenceIndex, IndexedSentence
+from .kbstore import DATA, KBStorage, current_generations, damaged, heads, next_generation, retrying
 
-COLLECTION = "kb"
+log = logging.getLogger("ctxwarden.poisoning")
+
+COLLECTION = DATA  # kept for importers: the first data collection's name
 MAX_ID_LENGTH = 200
-_RESERVED = ("doc_id", "part", "parts", "doc_text")
+_RESERVED = ("doc_id", "part", "parts", "doc_text", "gen")
 
 
 class DocumentError(CtxwardenError, ValueError):
@@ -89,67 +99,72 @@ class KnowledgeBase:
         self.tenant = tenant
         self.refresh_s = refresh_s
         self.version = 0  # bumped on every change seen: verdicts cached under an older version are void
+        self.storage = KBStorage(store, tenant, lambda texts: self.embedder.embed(list(texts)))
         self._index: EvidenceIndex | None = None
+        self._stamp: tuple[Any, ...] | None = None  # the storage stamp the index was loaded at
         self._checked_at = 0.0
         self._lock = threading.RLock()
 
     @property
     def collection(self) -> Any:
-        return self.store.collection(COLLECTION, self.tenant)
+        """The current data collection (it changes only when a damaged one is rebuilt)."""
+        return self.storage.data()
 
     # ------------------------------------------------------------------ writes
 
     def add(self, docs: Sequence[Document]) -> int:
-        """Store documents (replacing those with the same id); returns the number of passages."""
-        rows: list[tuple[str, str, dict[str, Any]]] = []
-        for doc in docs:
-            parts = split_sentences(doc.text) or [doc.text]
-            for n, part in enumerate(parts):
-                meta = {**doc.metadata, "doc_id": doc.id, "part": n, "parts": len(parts)}
-                if n == 0:
-                    meta["doc_text"] = doc.text
-                rows.append((f"{doc.id}#{n}", part, meta))
-        vectors = self.embedder.embed([text for _, text, _ in rows])
+        """Store documents (replacing those with the same id); returns the number of passages.
+        Returns once the new versions are committed and the old ones deleted."""
+        split = [(doc, split_sentences(doc.text) or [doc.text]) for doc in {d.id: d for d in docs}.values()]
+        vectors = self.embedder.embed([part for _, parts in split for part in parts])
         with self._lock:
-            for doc in docs:
-                self._delete_passages(doc.id)
-            for start in range(0, len(rows), 1000):
-                batch = rows[start : start + 1000]
-                self.collection.add(ids=[r[0] for r in batch], documents=[r[1] for r in batch],
-                                    metadatas=[r[2] for r in batch], embeddings=vectors[start : start + 1000])
+            previous = self.storage.passages_of([doc.id for doc, _ in split])
+            gen = next_generation(str(meta.get("gen", "")) for _, meta in previous)
+            rows = _rows(split, gen)
+            self.storage.upsert(rows, vectors)  # the new generation, whole, before anything goes
+            written = self.storage.bump(gen, len(rows) + len(previous))
+            self.storage.delete(previous)
             self._index = None  # rebuilt on the next read
             self.version += 1
+            self._compact(written)
         return len(rows)
 
     def delete(self, doc_id: str) -> bool:
+        """Delete every passage of a document; True if it was there (a complete version)."""
         with self._lock:
-            found = self._delete_passages(doc_id)
-            if found:
-                self.version += 1
+            rows = self.storage.passages_of([doc_id])
+            if not rows:
+                return False
+            found = doc_id in current_generations(rows)
+            self.storage.delete(rows)
+            written = self.storage.bump(next_generation(str(meta.get("gen", "")) for _, meta in rows), len(rows))
+            self._index = None
+            self.version += 1
+            self._compact(written)
             return found
 
-    def _delete_passages(self, doc_id: str) -> bool:
-        existing = self.collection.get(where={"doc_id": doc_id}, include=[])["ids"]
-        if existing:
-            self.collection.delete(ids=existing)
-            self._index = None
-        return bool(existing)
+    def _compact(self, written: int) -> None:
+        """After an acknowledged write: compact the store's log when due (a failure is only logged)."""
+        try:
+            self.storage.compact_if_due(written)
+        except Exception:
+            log.exception("knowledge base: compacting the store failed; it is retried after the next write")
 
     # ------------------------------------------------------------------ reads
 
     def documents(self, limit: int = 100, offset: int = 0) -> tuple[list[Document], int]:
         """Documents in id order (a page of them) and how many there are."""
-        got = self.collection.get(where={"part": 0}, include=["metadatas"])
-        rows = sorted(zip(got["ids"], got["metadatas"]), key=lambda r: r[1].get("doc_id", ""))
-        page = rows[offset : offset + limit]
-        return [_document_of(meta) for _, meta in page], len(rows)
+        got = self.storage.read(["metadatas"])
+        ordered = sorted(heads(zip(got["ids"], got["metadatas"])).items())
+        return [_document_of(meta) for _, meta in ordered[offset : offset + limit]], len(ordered)
 
     def document(self, doc_id: str) -> Document | None:
-        got = self.collection.get(ids=[f"{doc_id}#0"], include=["metadatas"])
-        return _document_of(got["metadatas"][0]) if got["ids"] else None
+        head = heads(self.storage.passages_of([doc_id])).get(doc_id)
+        return _document_of(head) if head is not None else None
 
     def count(self) -> int:
-        return self.collection.count()
+        """Stored passages (every generation: a replace in progress counts twice)."""
+        return retrying(self.collection.count)
 
     @property
     def loaded_index(self) -> EvidenceIndex | None:
@@ -164,17 +179,32 @@ class KnowledgeBase:
             now = time.monotonic()
             if self._index is None or now - self._checked_at >= self.refresh_s:
                 self._checked_at = now
-                if self._index is None or self.collection.count() != len(self._index):
+                stamp = self.storage.stamp()
+                if self._index is None or stamp != self._stamp:
                     self._index = self._load()
+                    self._stamp = stamp
                     self.version += 1
             return self._index
 
     def _load(self) -> EvidenceIndex:
-        got = self.collection.get(include=["documents", "metadatas", "embeddings"])
-        sentences = [IndexedSentence(pid, str(meta.get("doc_id", pid)), int(meta.get("part", 0)), text or "",
-                                     is_stale(meta)) for pid, text, meta in zip(got["ids"], got["documents"], got["metadatas"])]
+        try:
+            got = self.storage.read(["documents", "metadatas", "embeddings"])
+        except Exception as exc:
+            if not damaged(exc):
+                raise
+            got = {**self.storage.read(["documents", "metadatas"]), "embeddings": None}  # vectors made again below
+        metas = got["metadatas"]
+        current = current_generations(zip(got["ids"], metas))
+        keep = [i for i, meta in enumerate(metas) if current.get(str(meta.get("doc_id", ""))) == str(meta.get("gen", ""))]
+        sentences = [IndexedSentence(f"{metas[i].get('doc_id', '')}#{metas[i].get('part', 0)}",
+                                     str(metas[i].get("doc_id", got["ids"][i])), int(metas[i].get("part", 0)),
+                                     got["documents"][i] or "", is_stale(metas[i])) for i in keep]
+        if not keep:
+            return EvidenceIndex(sentences, None)
         vectors = got.get("embeddings")
-        return EvidenceIndex(sentences, None if vectors is None or not len(vectors) else vectors)
+        if vectors is None or len(vectors) != len(metas):
+            return EvidenceIndex(sentences, np.asarray(self.embedder.embed([s.text for s in sentences])))
+        return EvidenceIndex(sentences, np.asarray(vectors)[keep])
 
     def search(self, queries: Sequence[str], k: int = 4) -> list[list[Evidence]]:
         """For each query, the k best passages (BM25 + embeddings, fused by rank)."""
@@ -182,6 +212,20 @@ class KnowledgeBase:
         if not queries or not len(index):
             return [[] for _ in queries]
         return index.search(queries, self.embedder.embed(list(queries)), k)
+
+
+
+
+
+def _rows(split: Sequence[tuple[Document, list[str]]], gen: str) -> list[tuple[str, str, dict[str, Any]]]:
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    for doc, parts in split:
+        for n, part in enumerate(parts):
+            meta = {**doc.metadata, "doc_id": doc.id, "part": n, "parts": len(parts), "gen": gen}
+            if n == 0:
+                meta["doc_text"] = doc.text
+            rows.append((f"{doc.id}#{n}@{gen}", part, meta))
+    return rows
 
 
 def is_stale(metadata: dict[str, Any], now: float | None = None) -> bool:

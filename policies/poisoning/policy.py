@@ -46,6 +46,7 @@ log = logging.getLogger("ctxwarden.poisoning")
 
 _OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
 CHECKED_ROLES = ("assistant", "tool")
+MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
 _UNSEEN = object()
 
 
@@ -60,7 +61,7 @@ class PoisoningPolicy(BasePolicy):
         self.checker = build_checker(config, services, self.local)
         self.flags = FlagRules(config.flag_rules)
         self.stats = PoisoningStats(config.alert_window, config.alert_rate, config.alert_min_samples)
-        self._kbs: dict[str | None, KnowledgeBase] = {}
+        self._kbs: LRU[str | None, KnowledgeBase] = LRU(MAX_TENANT_KBS)  # each holds its evidence index
         self._quarantine: QuarantineStore | None = None
         self._verdicts: LRU[str, Finding | None] = LRU(max(1, config.cache_size))  # per input text and KB version
         self._lock = threading.Lock()
@@ -71,9 +72,8 @@ class PoisoningPolicy(BasePolicy):
         if self.services.store is None or self.services.embedder is None:
             raise RuntimeError("the poisoning policy needs services.store and services.embedder")
         with self._lock:
-            if tenant not in self._kbs:
-                self._kbs[tenant] = KnowledgeBase(self.services.store, self.services.embedder, tenant, self.config.kb_refresh_s)
-            return self._kbs[tenant]
+            return self._kbs.get_or_create(tenant, lambda: KnowledgeBase(
+                self.services.store, self.services.embedder, tenant, self.config.kb_refresh_s))
 
     @property
     def quarantine(self) -> QuarantineStore:
@@ -126,6 +126,9 @@ class PoisoningPolicy(BasePolicy):
         try:
             claims = await asyncio.to_thread(retrieve, text, self.kb(ex.tenant), self._question(ex), context,
                                              self.config.top_k)
+        except Exception as exc:  # the knowledge base could not be read (or the embedder failed)
+            return self._failed(ex, exc, "answer", store=True)
+        try:
             assessment = await self._assess(ex, claims)
         except Exception as exc:
             return self._failed(ex, exc, "answer")
@@ -229,6 +232,12 @@ class PoisoningPolicy(BasePolicy):
                 await self._load_kb_index(ex)
             return None
         try:
+            kb = self.kb(ex.tenant)
+            await asyncio.to_thread(lambda: kb.index)  # load or refresh before reading kb.version
+        except Exception as exc:
+            self._failed(ex, exc, "input", store=True)
+            return None
+        try:
             findings = await self._input_findings(ex, todo)
         except Exception as exc:
             self._failed(ex, exc, "input")
@@ -256,13 +265,13 @@ class PoisoningPolicy(BasePolicy):
         try:
             kb = self.kb(ex.tenant)
             await asyncio.to_thread(lambda: kb.index)
-        except Exception as exc:
-            log.warning("poisoning: knowledge base not readable for a stream (%s); sentences are held", exc)
+        except Exception as exc:  # sentences are held; each is then judged (and reported) on its own
+            self._failed(ex, exc, "stream", store=True)
 
     async def _input_findings(self, ex: Exchange, todo: list[tuple[int, str, str]]) -> dict[int, Finding]:
-        """Findings per message index; cached per (tenant, KB version, role, text)."""
+        """Findings per message index; cached per (tenant, KB version, role, text). The caller has
+        loaded (or refreshed) the KB's index, so kb.version is current."""
         kb = self.kb(ex.tenant)
-        await asyncio.to_thread(lambda: kb.index)  # load or refresh before reading kb.version
         out: dict[int, Finding] = {}
         fresh: list[tuple[int, str, str, str]] = []
         for i, role, text in todo:
@@ -352,12 +361,16 @@ class PoisoningPolicy(BasePolicy):
         if self.config.cache_size:
             self._verdicts.put(key, finding)
 
-    def _failed(self, ex: Exchange, exc: Exception, source: str) -> Verdict | None:
-        """Fail safe and say so: the check could not run (store or embedder down)."""
+    def _failed(self, ex: Exchange, exc: Exception, source: str, store: bool = False) -> Verdict | None:
+        """Fail safe and say so: the check could not run (store or embedder down). Never silent:
+        the action poisoning.unavailable, a log line, ctxwarden.poisoning.failures and, when the
+        knowledge base could not be read, ctxwarden.store.errors."""
         log.warning("poisoning check of the %s failed (%s: %s); on_failure=%s", source, type(exc).__name__, exc,
                     self.config.on_failure)
         self.record(ex, "unavailable", source=source, error=type(exc).__name__)
         self.services.metrics.add("ctxwarden.poisoning.failures", 1, source=source)
+        if store:
+            self.services.metrics.add("ctxwarden.store.errors", 1, component="poisoning.kb", error=type(exc).__name__)
         if source == "answer" and self.config.on_failure == "block":
             return Block("validation_unavailable", f"{MARK} The answer could not be validated against the knowledge base, so it was withheld.")
         return None

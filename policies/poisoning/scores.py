@@ -47,9 +47,7 @@ def accuracy(verdicts: Sequence[ClaimVerdict]) -> float:
 def completeness(answer_text: str, body: dict[str, Any], finish_reason: str | None) -> float:
     if finish_reason == "length":
         return 0.5
-    fmt = body.get("response_format") or {}
-    schema = ((fmt.get("json_schema") or {}).get("schema") or {}) if fmt.get("type") == "json_schema" else {}
-    required = schema.get("required") or []
+    required = required_fields(body.get("response_format"))
     if not required:
         return 1.0
     try:
@@ -59,6 +57,14 @@ def completeness(answer_text: str, body: dict[str, Any], finish_reason: str | No
     if not isinstance(data, dict):
         return 0.0
     return sum(1 for key in required if data.get(key) not in (None, "")) / len(required)
+
+
+def required_fields(fmt: Any) -> list[str]:
+    """The `required` keys of a json_schema response_format; [] for any other (or odd) shape."""
+    spec = fmt.get("json_schema") if isinstance(fmt, dict) and fmt.get("type") == "json_schema" else None
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    required = schema.get("required") if isinstance(schema, dict) else None
+    return [key for key in required if isinstance(key, str)] if isinstance(required, list) else []
 
 
 def relevance(answer_vector: Sequence[float] | None, query_vector: Sequence[float] | None) -> float:

@@ -45,7 +45,10 @@ def _message_key(message: Message) -> tuple:
         fields = (message.get("role"), content, message.get("name"), message.get("tool_call_id"),
                   json.dumps(calls, sort_keys=True) if calls else None)
         # Keep a 64-bit hash, not the text: the cache must not hold every message ever seen.
-        return ("plain", hash(fields), len(content or ""))
+        try:
+            return ("plain", hash(fields), len(content or ""))
+        except TypeError:  # an unhashable name or tool_call_id (a list): hash the JSON below
+            pass
     return ("json", stable_hash(message))
 
 

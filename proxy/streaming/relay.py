@@ -5,10 +5,12 @@ Three modes, chosen per request:
 - gated: the stream validators judge the text sentence by sentence; of a sentence still being
   streamed, what they clear (`releasable`) goes out at once, the rest waits for the judgement
   (original chunks are released as soon as all of their text is judged or cleared, so framing
-  and timing are kept); a block ends the stream with the notice and finish_reason content_filter;
+  and timing are kept); a block ends its choice with the notice and finish_reason content_filter
+  (the other choices of an n > 1 request go on; once every choice is blocked the stream ends);
 - proxy tools: tool-call deltas are held until the round ends; when the model only called tools
   the proxy answers itself (context_recall), the proxy answers them and streams the next round.
-A stream the upstream cuts ends with an in-stream error event, never a hang.
+A stream the upstream cuts, or breaks with an event that is not a JSON chunk (parsed modes), ends
+with an in-stream error event, never a hang.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ctxwarden.policies.text.sentences import last_sentence_end
 from ..errors import ProxyError
 from ..proxy_tools import Calls, ProxyToolRounds
 from . import sse
+from .toolcalls import add_tool_deltas, assemble, finish_as_stop
 
 log = logging.getLogger("ctxwarden.streaming")
 
@@ -40,6 +43,7 @@ class _ChoiceText:
     validated: int = 0  # text[:validated] passed the validators
     cleared: int = 0  # text[:cleared] may go out unjudged: the validators saw nothing to judge in it
     released: int = 0  # text[:released] reached the client
+    blocked: bool = False  # ended by a verdict: the rest of this choice never reaches the client
 
     @property
     def release_limit(self) -> int:
@@ -73,6 +77,9 @@ class StreamRelay:
         self.template: dict[str, Any] = {}
         self.usage: dict[str, int] = {}
         self.outcome = "ok"
+        self.ended = False  # the stream is over for the client (cut, broken, or every choice blocked)
+        n = ex.body.get("n")
+        self.n = n if isinstance(n, int) and n > 1 else 1
         self.first_chunk_at: float | None = None
         self.tail = b""  # the last bytes passed through (usage is read from them at the end)
 
@@ -89,16 +96,20 @@ class StreamRelay:
             if b"[DONE]" not in self.tail[-32:]:
                 self.outcome = "cut"
                 yield sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")
-        except httpx.HTTPError as exc:
+        except Exception as exc:
             yield self._cut(exc)
         finally:
             await self._close(response)
 
     def _cut(self, exc: Exception) -> bytes:
-        """The in-stream error event that ends a stream the upstream broke off."""
+        """The in-stream error event that ends a stream the upstream (or something unforeseen) broke off."""
         self.outcome = "cut"
+        self.ended = True
         if isinstance(exc, ProxyError):
+            log.warning("stream %s cut: %s", self.ex.request_id, exc.message)
             return sse.error_event(exc.message, exc.code)
+        if not isinstance(exc, httpx.HTTPError):
+            log.error("stream %s failed unexpectedly", self.ex.request_id, exc_info=exc)
         return sse.error_event(f"The upstream stream failed: {type(exc).__name__}.", "upstream_stream_cut")
 
     async def _close(self, response: httpx.Response) -> None:
@@ -120,7 +131,7 @@ class StreamRelay:
                         continue
                     yield out
                 await response.aclose()
-                if self.outcome != "ok":
+                if self.ended:
                     return
                 if not round_ok:
                     for out in self._cut_short():
@@ -135,7 +146,7 @@ class StreamRelay:
                 for out in self._end(proxy_calls, client_calls, finish_events):
                     yield out
                 return
-        except (ProxyError, httpx.HTTPError) as exc:
+        except Exception as exc:
             yield self._cut(exc)
         finally:
             await self._close(response)
@@ -143,6 +154,7 @@ class StreamRelay:
     def _cut_short(self) -> list[bytes]:
         """The upstream ended a round before [DONE]: what was validated, then an error event."""
         self.outcome = "cut"
+        self.ended = True
         return [*self._release(final=True),
                 sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")]
 
@@ -152,7 +164,11 @@ class StreamRelay:
             self.tools.report_dropped(proxy_calls)
         out = self._flush_tool_calls(proxy_calls, client_calls)
         only_dropped = bool(proxy_calls) and not client_calls
-        out += [_finish_as_stop(event) if only_dropped else event for event in finish_events]
+        blocked = self._blocked_indexes()
+        for event in finish_events:  # a blocked choice already had its finish chunk
+            kept = sse.without_choices(event, blocked) if blocked else event
+            if kept is not None:
+                out.append(finish_as_stop(kept) if only_dropped else kept)
         out.append(sse.DONE)
         return out
 
@@ -167,23 +183,35 @@ class StreamRelay:
                 if event.is_done:
                     for out in await self._validate_pending(final=True):
                         yield out
-                    if self.outcome != "ok":
+                    if self.ended:
                         return
                     for out in self._release(final=True):
                         yield out
-                    calls.extend(_assemble(tool_deltas))
+                    calls.extend(assemble(tool_deltas))
                     yield None
                     return
                 for out in await self._take(event, tool_deltas, finish_events):
                     yield out
-                if self.outcome != "ok":
+                if self.ended:
                     return
 
     async def _take(self, event: sse.Event, tool_deltas: dict[int, dict[str, Any]], finish_events: list[bytes]) -> list[bytes]:
         """One event of a round: hold it, validate what it completes, return what may go out now."""
         obj = event.json()
+        if obj is None and event.data.strip():
+            return self._broken(f"an event's data is not valid JSON: {event.data[:120]!r}")
         if not isinstance(obj, dict) or "choices" not in obj:
             return [event.raw]  # keep-alives, comments, errors: relay as they are
+        problem = sse.chunk_problem(obj)
+        if problem:
+            return self._broken(f"a chunk is not a chat-completion chunk: {problem}")
+        blocked = self._blocked_indexes()
+        if blocked and any(c.get("index", 0) in blocked for c in obj["choices"]):
+            raw = sse.without_choices(event.raw, blocked)  # the rest of a blocked choice is dropped
+            if raw is None:
+                return []
+            event = sse.Event(raw, event.data)
+            obj = {**obj, "choices": [c for c in obj["choices"] if c.get("index", 0) not in blocked]}
         self.template = {k: obj[k] for k in ("id", "object", "created", "model", "system_fingerprint") if k in obj}
         if obj.get("usage"):
             self._add_usage(obj["usage"])
@@ -199,9 +227,20 @@ class StreamRelay:
             return []
         self.held.append(_Held(event.raw, ends))
         out = await self._validate_pending(final=False)
-        if self.outcome != "ok":
+        if self.ended:
             return out
         return out + self._release(final=False)
+
+    def _broken(self, problem: str) -> list[bytes]:
+        """The upstream sent what is not a stream event we can read: what was validated, then an error event."""
+        log.warning("stream %s from the upstream is broken: %s", self.ex.request_id, problem)
+        self.outcome = "cut"
+        self.ended = True
+        message = f"The upstream sent a stream ctxwarden cannot read: {problem}"
+        return [*self._release(final=False), sse.error_event(message, "upstream_invalid_stream")]
+
+    def _blocked_indexes(self) -> set[int]:
+        return {idx for idx, state in self.choices.items() if state.blocked}
 
     def _read_choices(self, choices: list[dict[str, Any]], tool_deltas: dict[int, dict[str, Any]]) -> tuple[dict[int, int], bool, bool]:
         """Add a chunk's text and tool-call deltas to the round: (text ends per choice, had tool deltas, finishes)."""
@@ -212,7 +251,7 @@ class StreamRelay:
             delta = choice.get("delta") or {}
             if delta.get("tool_calls") and self.ex.proxy_tools:
                 has_tool_delta = True
-                _add_tool_deltas(tool_deltas, delta["tool_calls"])
+                add_tool_deltas(tool_deltas, delta["tool_calls"])
             if choice.get("finish_reason"):
                 is_finish = True
             text = delta.get("content")
@@ -234,8 +273,9 @@ class StreamRelay:
         """Validate every complete sentence not yet validated (all remaining text when final)."""
         if not self.validate:
             return []
-        for idx, state in self.choices.items():
-            if state.validated >= len(state.text):
+        out: list[bytes] = []
+        for idx, state in list(self.choices.items()):
+            if state.blocked or state.validated >= len(state.text):
                 continue
             end = len(state.text) if final else last_sentence_end(state.text, state.validated)
             if end <= state.validated:
@@ -245,14 +285,17 @@ class StreamRelay:
                 self.ex, Answer(text=piece, partial=True, prior_text=state.text[: state.validated], finish_reason=None)
             )
             if isinstance(verdict, (Block, Reject)):
-                return self._blocked(idx, verdict)
+                out += self._blocked(idx, verdict)
+                if self.ended:
+                    return out
+                continue
             state.validated = end
         if not final and self.releasable is not None:
             for state in self.choices.values():
                 pending = state.text[state.validated:]
-                if pending:
+                if pending and not state.blocked:
                     state.cleared = max(state.cleared, state.validated + self.releasable(self.ex, pending))
-        return []
+        return out
 
     def _release(self, final: bool) -> list[bytes]:
         """Held chunks whose text is all judged or cleared, in order; stop at the first that is not."""
@@ -270,10 +313,12 @@ class StreamRelay:
         return out
 
     def _blocked(self, idx: int, verdict: Block | Reject) -> list[bytes]:
-        """End the stream: the validated remainder, the notice, finish_reason content_filter."""
+        """End choice `idx`: its validated remainder, the notice, finish_reason content_filter; the
+        rest of its text never goes out. Once every choice is blocked, the stream ends."""
         self.outcome = "blocked"
         out = self._release(final=False)
         state = self.choices[idx]
+        state.blocked = True
         chunks: list[dict[str, Any]] = []
         remainder = state.text[state.released : state.validated]
         if remainder.strip():
@@ -282,12 +327,28 @@ class StreamRelay:
         prefix = "\n\n" if state.text[: state.validated].strip() else ""
         chunks.append(self._chunk(idx, {"content": prefix + notice}))
         chunks.append(self._chunk(idx, {}, finish_reason="content_filter"))
-        self.held.clear()
         out += [sse.encode(c) for c in chunks]
+        if len(self._blocked_indexes()) < self.n:
+            self._drop_held_text(idx)
+            return out + self._release(final=False)
+        self.ended = True
+        self.held.clear()
         if self.usage:
             out.append(sse.encode({**self.template, "object": "chat.completion.chunk", "choices": [], "usage": self.usage}))
         out.append(sse.DONE)
         return out
+
+    def _drop_held_text(self, idx: int) -> None:
+        """Take a blocked choice out of the held chunks: its unjudged text never goes out."""
+        kept: list[_Held] = []
+        for held in self.held:
+            if idx in held.ends:
+                raw = sse.without_choices(held.raw, {idx})
+                if raw is None:
+                    continue
+                held = _Held(raw, {k: v for k, v in held.ends.items() if k != idx}, held.tool_delta)
+            kept.append(held)
+        self.held = kept
 
     def _chunk(self, idx: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         base = {"id": "chatcmpl-ctxwarden", "object": "chat.completion.chunk", "created": int(time.time()), "model": self.ex.model}
@@ -311,28 +372,3 @@ class StreamRelay:
         ]})))
         return out
 
-
-def _finish_as_stop(raw: bytes) -> bytes:
-    """A finish chunk announcing tool calls that were all dropped (recall rounds used up) ends as "stop"."""
-    event = next(iter(sse.EventSplitter().feed(raw)), None)
-    obj = event.json() if event else None
-    if not isinstance(obj, dict) or not any(c.get("finish_reason") == "tool_calls" for c in obj.get("choices") or []):
-        return raw
-    for choice in obj["choices"]:
-        if choice.get("finish_reason") == "tool_calls":
-            choice["finish_reason"] = "stop"
-    return sse.encode(obj)
-
-
-def _add_tool_deltas(tool_deltas: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
-    """Append streamed tool-call pieces to the calls they belong to (by their index)."""
-    for tc in deltas:
-        slot = tool_deltas.setdefault(tc.get("index", 0), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-        slot["id"] = tc.get("id") or slot["id"]
-        fn = tc.get("function") or {}
-        slot["function"]["name"] += fn.get("name") or ""
-        slot["function"]["arguments"] += fn.get("arguments") or ""
-
-
-def _assemble(tool_deltas: dict[int, dict[str, Any]]) -> Calls:
-    return [tool_deltas[i] for i in sorted(tool_deltas)]

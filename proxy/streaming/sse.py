@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 DONE = b"data: [DONE]\n\n"
 
@@ -60,3 +60,33 @@ def encode(obj: Any) -> bytes:
 def error_event(message: str, code: str, type: str = "server_error") -> bytes:
     """An in-stream error: the OpenAI SDKs raise APIError when a data event carries `error`."""
     return encode({"error": {"message": message, "type": type, "code": code, "param": None}})
+
+
+def without_choices(raw: bytes, drop: Collection[int]) -> bytes | None:
+    """The chunk event with the choices of these indexes left out; None when nothing is left in it."""
+    event = next(iter(EventSplitter().feed(raw)), None)
+    obj = event.json() if event else None
+    if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
+        return raw
+    kept = [c for c in obj["choices"] if c.get("index", 0) not in drop]
+    if len(kept) == len(obj["choices"]):
+        return raw
+    if not kept and not obj.get("usage"):
+        return None
+    return encode({**obj, "choices": kept})
+
+
+def chunk_problem(obj: Any) -> str | None:
+    """What keeps a parsed event from being a chat-completion chunk the relay can read; None if nothing."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        return "its 'choices' is not a list"
+    for choice in choices:
+        if not isinstance(choice, dict) or not isinstance(choice.get("delta") or {}, dict):
+            return "a choice or its 'delta' is not an object"
+        if not isinstance(choice.get("index", 0), int):
+            return "a choice's 'index' is not an integer"
+        delta = choice.get("delta") or {}
+        if not isinstance(delta.get("content") or "", str) or not isinstance(delta.get("tool_calls") or [], list):
+            return "a delta's 'content' is not a string or its 'tool_calls' not a list"
+    return None

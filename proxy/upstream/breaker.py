@@ -27,7 +27,8 @@ class CircuitBreaker:
             return "closed"
         return "half_open" if self.clock() - self.opened_at >= self.cooldown_s else "open"
 
-    def before_call(self) -> None:
+    def before_call(self) -> bool:
+        """Raise while open; True when this call is the half-open trial: end it with `end_trial`."""
         state = self.state
         if state == "open" or (state == "half_open" and self._trial_running):
             wait = max(0.0, self.cooldown_s - (self.clock() - (self.opened_at or 0)))
@@ -40,6 +41,13 @@ class CircuitBreaker:
             )
         if state == "half_open":
             self._trial_running = True
+            return True
+        return False
+
+    def end_trial(self) -> None:
+        """The trial is over, however it ended (an unforeseen exception, a cancelled request):
+        the next call may try. `success`/`failure` have already settled the state if they ran."""
+        self._trial_running = False
 
     def success(self) -> None:
         self.failures = 0

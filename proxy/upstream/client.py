@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import httpx
 
@@ -27,11 +29,17 @@ RETRY_STATUSES = {429, 502, 503, 504}
 BREAKER_STATUSES = {500, 502, 503, 504}  # answers that count as a failure for the breaker
 MAX_RETRY_AFTER_S = 20.0  # longer waits are relayed to the client instead of slept through
 
-# Request headers never forwarded upstream: hop-by-hop, framing, and our own hints.
+# Request headers never forwarded upstream: hop-by-hop, framing, the client's cookies, and our hints.
 _DROP_REQUEST = {
     "host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade",
-    "proxy-authorization", "proxy-connection", "accept-encoding", "expect",
+    "proxy-authorization", "proxy-connection", "accept-encoding", "expect", "cookie", "cookie2",
 }
+# A header whose name holds one of these carries a credential: the client's are never forwarded
+# when the proxy authenticates itself (authorization, api-key, x-api-key, x-goog-api-key, x-auth-token, …).
+_CREDENTIAL = re.compile(
+    r"auth|api-key|api_key|apikey|token|secret|password|credential|subscription-key|access-key|functions-key"
+)
+_UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 # Response headers never relayed: hop-by-hop and framing (the body may be re-encoded).
 DROP_RESPONSE = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "server", "date"}
 
@@ -87,14 +95,18 @@ class Upstream:
         return os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
 
     def request_headers(self, client_headers: Mapping[str, str]) -> dict[str, str]:
-        """The client's headers minus hop-by-hop ones and our hints; our key if one is configured."""
-        out = {
-            k: v for k, v in client_headers.items()
-            if k.lower() not in _DROP_REQUEST and not k.lower().startswith("x-ctxwarden-")
-        }
+        """The client's headers minus hop-by-hop ones, cookies and our hints. With a key of our own,
+        no client credential at all and our key; without one, the client's credentials pass through."""
         key = self.api_key()
+        out = {}
+        for name, value in client_headers.items():
+            lower = name.lower()
+            if lower in _DROP_REQUEST or lower.startswith("x-ctxwarden-"):
+                continue
+            if key and _CREDENTIAL.search(lower):
+                continue
+            out[name] = value
         if key:
-            out = {k: v for k, v in out.items() if k.lower() != "authorization"}
             out["authorization"] = f"Bearer {key}"
         return out
 
@@ -108,49 +120,89 @@ class Upstream:
     ) -> UpstreamResponse:
         """Send with retries; return the response (open, when `stream`; the caller closes it).
 
-        Raises ProxyError(502/503/504) when the upstream cannot be reached.
+        Raises ProxyError(502/503/504) when the upstream cannot be reached or answers what cannot be read.
         """
         url = self._url(path)
         attempt = 0
         delay = self.config.backoff_s
         while True:
             attempt += 1
-            self.breaker.before_call()
-            request = self.client.build_request(method, url, content=content, headers=headers)
+            trial = self.breaker.before_call()
             try:
-                response = await self.client.send(request, stream=stream)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                self.breaker.failure()
-                if attempt <= self.config.retries:
-                    log.info("upstream %s failed (%s); retry %d in %.2fs", url, type(exc).__name__, attempt, delay)
-                    await asyncio.sleep(delay)
-                    delay *= 2
-                    continue
-                raise ProxyError(
-                    502,
-                    "upstream_unavailable",
-                    f"Could not reach the upstream at {self.base_url} after {attempt} attempt(s): {type(exc).__name__}.",
-                ) from exc
-            except httpx.TimeoutException as exc:
-                self.breaker.failure()
-                raise ProxyError(
-                    504,
-                    "upstream_timeout",
-                    f"The upstream at {self.base_url} did not answer within {self.config.timeout_s:g}s.",
-                ) from exc
+                outcome = await self._attempt(method, url, content, headers, stream, attempt, delay)
+            finally:
+                if trial:  # however the trial ended, even by an exception nobody foresaw
+                    self.breaker.end_trial()
+            if isinstance(outcome, httpx.Response):
+                return UpstreamResponse(outcome, attempt)
+            await asyncio.sleep(outcome)
+            delay *= 2
 
-            status = response.status_code
-            if status in BREAKER_STATUSES:
-                self.breaker.failure()
-            else:
-                self.breaker.success()
-            if status in RETRY_STATUSES and attempt <= self.config.retries:
-                wait = retry_after_seconds(response.headers)
-                if wait is None or wait <= MAX_RETRY_AFTER_S:
-                    await response.aclose()
-                    sleep_s = wait if wait is not None else delay
-                    log.info("upstream answered %d; retry %d in %.2fs", status, attempt, sleep_s)
-                    await asyncio.sleep(sleep_s)
-                    delay *= 2
-                    continue
-            return UpstreamResponse(response, attempt)
+    async def _attempt(
+        self, method: str, url: httpx.URL, content: bytes | None, headers: Mapping[str, str], stream: bool,
+        attempt: int, delay: float,
+    ) -> httpx.Response | float:
+        """One call: the response to hand back, or the seconds to wait before the next attempt."""
+        try:
+            request = self.client.build_request(method, url, content=content, headers=headers)
+            response = await self.client.send(request, stream=stream)
+        except _UNREACHABLE as exc:
+            self.breaker.failure()
+            if attempt <= self.config.retries:
+                log.info("upstream %s failed (%s); retry %d in %.2fs", url, type(exc).__name__, attempt, delay)
+                return delay
+            raise ProxyError(
+                502,
+                "upstream_unavailable",
+                f"Could not reach the upstream at {self.base_url} after {attempt} attempt(s): {type(exc).__name__}.",
+            ) from exc
+        except httpx.TimeoutException as exc:
+            self.breaker.failure()
+            raise ProxyError(
+                504,
+                "upstream_timeout",
+                f"The upstream at {self.base_url} did not answer within {self.config.timeout_s:g}s.",
+            ) from exc
+        except UnicodeEncodeError as exc:  # httpx sends header values as ASCII
+            raise ProxyError(400, "invalid_request", "A request header holds a character that is not ASCII.") from exc
+        except httpx.HTTPError as exc:
+            if not isinstance(exc, (httpx.LocalProtocolError, httpx.UnsupportedProtocol)):
+                self.breaker.failure()  # the upstream's fault (e.g. a body that cannot be decoded), not the request's
+            raise ProxyError(
+                502,
+                "upstream_invalid_response",
+                f"The exchange with the upstream at {self.base_url} failed: {type(exc).__name__}: {str(exc)[:200]}",
+            ) from exc
+
+        status = response.status_code
+        if status in BREAKER_STATUSES:
+            self.breaker.failure()
+        else:
+            self.breaker.success()
+        if status in RETRY_STATUSES and attempt <= self.config.retries:
+            wait = retry_after_seconds(response.headers)
+            if wait is None or wait <= MAX_RETRY_AFTER_S:
+                await response.aclose()
+                sleep_s = wait if wait is not None else delay
+                log.info("upstream answered %d; retry %d in %.2fs", status, attempt, sleep_s)
+                return sleep_s
+        return response
+
+
+def completion_json(response: httpx.Response) -> dict[str, Any]:
+    """A chat completion's JSON; ProxyError 502 upstream_invalid_response naming what is wrong with it."""
+    status = response.status_code
+    try:
+        data = json.loads(response.content)
+    except ValueError as exc:
+        head = response.content[:80].decode("utf-8", errors="replace")
+        raise ProxyError(502, "upstream_invalid_response",
+                         f"The upstream answered {status} with a body that is not valid JSON ({exc}): {head!r}") from exc
+    if not isinstance(data, dict):
+        raise ProxyError(502, "upstream_invalid_response",
+                         f"The upstream answered {status} with JSON that is not a JSON object but a {type(data).__name__}.")
+    choices = data.get("choices")
+    if choices is not None and not (isinstance(choices, list) and all(isinstance(c, dict) for c in choices)):
+        raise ProxyError(502, "upstream_invalid_response",
+                         f"The upstream answered {status} with a completion whose 'choices' is not a list of objects.")
+    return data
