@@ -1,6 +1,6 @@
 """Memory under a long, varied load: does the proxy's RSS level off, and its store stay bounded?
 
-    python bench/memory.py [--requests 20000] [--every 2000] [--concurrency 8] [--archive-max-items 200]
+    python bench/memory.py [--requests 20000] [--every 2000] [--concurrency 8] [--archive-max-items 20]
 
 The proxy (the real app, every default policy on, run by LocalServer in a child process) sits in
 front of the fake upstream (FakeUpstream, another child). This process sends varied requests:
@@ -8,7 +8,7 @@ many tenants (each with a small knowledge base) and sessions, 40 of 200 tools ea
 results with fresh content of 100-1,200 words, half of them on a model with an 8k window (budget
 pressure: history summaries, archived tool results in the scratchpad), a tenth streamed. Every
 `--every` requests it prints the proxy's RSS and the size of its store on disk. archive.max_items
-is lowered (default 200 a tenant) so the retention cap is reached within the run.
+is lowered (default 20 a tenant) so the retention cap is reached within the run.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--every", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--archive-max-items", type=int, default=200)
+    parser.add_argument("--archive-max-items", type=int, default=20)
     args = parser.parse_args()
     store = tempfile.mkdtemp(prefix="ctxw-bench-memory-")
     fake, fake_url = start_fake()

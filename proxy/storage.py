@@ -105,9 +105,29 @@ class ChromaStore:
             self._collections.put(full, col)
         return col
 
-    def _open(self, name: str, tenant: str | None, full: str) -> Any:
+    def find_collection(self, name: str, tenant: str | None = None) -> Any | None:
+        """The collection if it exists (an old-scheme one is migrated), else None: nothing is created,
+        so reading a tenant that never wrote leaves no empty collections behind."""
+        full = collection_name(name, tenant)
+        col = self._collections.get(full)
+        if col is None:
+            raw = self._watch(self._open, "open")(name, tenant, full, False)
+            if raw is None:
+                return None
+            col = _Watched(raw, self)
+            self._collections.put(full, col)
+        return col
+
+    def _open(self, name: str, tenant: str | None, full: str, create: bool = True) -> Any:
+        from chromadb.errors import NotFoundError
+
         if tenant:
             self._migrate(name, tenant, full)
+        if not create:
+            try:
+                return self.client.get_collection(full, embedding_function=None)
+            except NotFoundError:
+                return None
         return self.client.get_or_create_collection(full, embedding_function=None, metadata={"hnsw:space": "cosine"})
 
     def _migrate(self, name: str, tenant: str, full: str) -> None:
@@ -137,10 +157,15 @@ class ChromaStore:
         self._collections.pop(collection_name(name, tenant))
 
     def collection_metadata(self, name: str, tenant: str | None = None) -> dict[str, Any]:
-        """The collection's metadata as stored now (a cached handle keeps what it was opened with).
-        One SQLite read (embedded) or one request (server); no vector index is touched."""
-        self.collection(name, tenant)  # created (and migrated) on first use
-        got = self._watch(self.client.get_collection, "metadata")(collection_name(name, tenant))
+        """The collection's metadata as stored now (a cached handle keeps what it was opened with);
+        {} when there is no such collection. One SQLite read (embedded) or one request (server);
+        no vector index is touched."""
+        from chromadb.errors import NotFoundError
+
+        try:
+            got = self._watch(self.client.get_collection, "metadata")(collection_name(name, tenant))
+        except NotFoundError:
+            return {}
         return dict(got.metadata or {})
 
     def update_collection_metadata(self, name: str, tenant: str | None, values: dict[str, Any]) -> None:

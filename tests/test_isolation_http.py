@@ -243,3 +243,20 @@ def test_request_headers_unit(monkeypatch):
     out = up.request_headers({**CLIENT_CREDENTIALS, **KEPT})
     assert out["authorization"] == "Bearer sk-client" and out["api-key"] == "client-azure-key"
     assert "cookie" not in out and "proxy-authorization" not in out
+
+
+@pytest.mark.parametrize("tenant, accepted", [
+    ("acme", True), ("Team Blue/eu", True), ("", True),  # empty: the shared namespace
+    ("a" * 129, False), ("ac\tme", False),
+])
+def test_the_tenant_header_is_checked_before_any_state_is_touched(fake, start_proxy, tenant, accepted):
+    proxy = start_proxy({"policies": policies_off()})
+    r = httpx.post(f"{proxy.url}/v1/chat/completions", headers={"x-ctxwarden-tenant": tenant},
+                   json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    if accepted:
+        assert r.status_code == 200, r.text
+        return
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_tenant" and error["param"] == "x-ctxwarden-tenant"
+    assert not fake.received  # refused before anything reached the upstream

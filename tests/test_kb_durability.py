@@ -207,6 +207,12 @@ class InternalError(Exception):
     """Named as Chroma names the error of a damaged vector index."""
 
 
+def test_reading_a_tenant_that_never_wrote_creates_nothing(tmp_path):
+    kb = open_kb(str(tmp_path / "store"))
+    assert len(kb.index) == 0 and kb.documents() == ([], 0) and kb.count() == 0 and kb.document("x") is None
+    assert kb.store.client.list_collections() == []  # one tenant per request must not mean two empty collections
+
+
 def test_data_collections_keep_their_vector_index_in_the_log_only(tmp_path):
     from ctxwarden.policies.poisoning.kb import Document
     from ctxwarden.policies.poisoning.kbstore import LOG_ONLY

@@ -223,3 +223,20 @@ def test_tenants_have_their_own_knowledge_base(fake, start_proxy):
     fake.reply(content="The Eiffel Tower is located in London.")
     acme, _ = ask(openai_client(proxy, default_headers={"x-ctxwarden-tenant": "acme"}))
     assert acme.choices[0].finish_reason == "content_filter"
+
+
+def test_a_failing_quality_score_never_lets_a_false_answer_through(fake, start_proxy, monkeypatch):
+    """The scores only report; when computing them fails the verdict still stands (it used to be skipped)."""
+    import ctxwarden.policies.poisoning.policy as poisoning_policy
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("embedder down")
+
+    monkeypatch.setattr(poisoning_policy, "relevance", broken)
+    proxy = start_proxy(poisoning())
+    load_kb(proxy)
+    fake.reply(content="The Eiffel Tower is located in London.")
+    blocked, headers = ask(openai_client(proxy), messages=[{"role": "user", "content": "Where is the Eiffel Tower?"}])
+    assert blocked.choices[0].finish_reason == "content_filter"
+    assert "poisoning.blocked" in headers["x-ctxwarden-actions"]
+    assert "poisoning.scores_failed" in headers["x-ctxwarden-actions"]

@@ -9,9 +9,9 @@ the original with its next request, and it is archived again.
 
 Retention (archive.retention_days, archive.max_items per tenant): entries older than the retention
 are never served, and are deleted from Chroma by the background writer, amortized: a tenant's
-collection is pruned after every PRUNE_EVERY writes to it (and on its first write in a process),
-the oldest entries going first once it holds more than max_items (plus 10%, so a prune frees a
-batch, not one entry per write).
+collection is pruned after every PRUNE_EVERY writes to it (max_items / 10 if smaller; and on its
+first write in a process), the oldest entries going first once it holds more than max_items (plus
+10%, so a prune frees a batch, not one entry per write).
 """
 
 from __future__ import annotations
@@ -227,11 +227,11 @@ class Scratchpad:
         return isinstance(created, (int, float)) and created < time.time() - self.retention_s
 
     def _prune_if_due(self, tenant: str | None, col: Any, written: int) -> None:
-        """Every PRUNE_EVERY writes to a tenant (and on its first in this process): delete what
-        is past the retention, then the oldest entries beyond max_items."""
+        """Every PRUNE_EVERY writes to a tenant (max_items / 10 when smaller; and on its first write
+        in this process): delete what is past the retention, then the oldest beyond max_items."""
         due = self._unpruned.get(tenant)
         due = 0 if due is None else due + written
-        if 0 < due < PRUNE_EVERY:
+        if 0 < due < min(PRUNE_EVERY, max(1, self.max_items // 10)):
             self._unpruned.put(tenant, due)
             return
         self._unpruned.put(tenant, 1)  # counted from here

@@ -164,7 +164,8 @@ class KnowledgeBase:
 
     def count(self) -> int:
         """Stored passages (every generation: a replace in progress counts twice)."""
-        return retrying(self.collection.count)
+        col = self.storage.existing()
+        return retrying(col.count) if col is not None else 0
 
     @property
     def loaded_index(self) -> EvidenceIndex | None:

@@ -121,12 +121,22 @@ class KBStorage:
             self._log_only.add(name)
         return col
 
+    def existing(self, name: str | None = None) -> Any | None:
+        """The data collection for reading: None when it was never written (nothing is created)."""
+        name = name or self.data_name()
+        find = getattr(self.store, "find_collection", None)
+        if find is None or name in self._log_only:
+            return self.data(name)
+        col = find(name, self.tenant)
+        return None if col is None else self.data(name)
+
     def stamp(self) -> tuple[Any, ...]:
         """What changes with every write: the data collection, the version token (this code's
         writers) and the row count (writers from before the token existed)."""
         meta = self.meta()
         name = self.data_name(meta)
-        return name, meta.get("version"), retrying(self.data(name).count)
+        col = self.existing(name)
+        return name, meta.get("version"), retrying(col.count) if col is not None else 0
 
     def bump(self, token: str, written: int = 0, **values: Any) -> int:
         """Record a write (a new version token, `written` more rows in the log); the rows written
@@ -150,7 +160,10 @@ class KBStorage:
     # ------------------------------------------------------------------ rows
 
     def read(self, include: list[str], **where: Any) -> dict[str, Any]:
-        return retrying(self.data().get, include=include, **where)
+        col = self.existing()
+        if col is None:
+            return {"ids": [], "documents": [], "metadatas": [], "embeddings": None}
+        return retrying(col.get, include=include, **where)
 
     def passages_of(self, doc_ids: Sequence[str]) -> Rows:
         """(id, metadata) of every stored passage of these documents, every generation."""

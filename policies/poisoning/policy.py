@@ -134,12 +134,17 @@ class PoisoningPolicy(BasePolicy):
             return self._failed(ex, exc, "answer")
         self.services.metrics.record("ctxwarden.poisoning.validation_ms", (time.perf_counter() - started) * 1000,
                                      partial=answer.partial)
-        if not answer.partial:
-            await self._report_scores(ex, answer, assessment)
         worst = assessment.worst
         finding = Finding.of(worst) if worst else None
         ex.notes.answer_checked = True  # on_complete counts the answer once (its type when poisoned)
-        return await self._decide_answer(ex, finding, (answer.prior_text + answer.text) if answer.partial else answer.text)
+        verdict = await self._decide_answer(ex, finding, (answer.prior_text + answer.text) if answer.partial else answer.text)
+        if not answer.partial:
+            try:  # scores only report: a failure there (the embedder down) must not let the answer skip its verdict
+                await self._report_scores(ex, answer, assessment)
+            except Exception as exc:
+                log.warning("quality scores of an answer failed (%s: %s)", type(exc).__name__, exc)
+                self.record(ex, "scores_failed", error=type(exc).__name__)
+        return verdict
 
     async def _assess(self, ex: Exchange, claims: list) -> Assessment:
         """Verdicts from the configured checker, each reported by who decided and what it cost."""
