@@ -23,8 +23,10 @@ def stable_hash(value: Any) -> str:
 
 
 class LRU(Generic[K, V]):
-    """A mapping bounded by entry count, least recently used first out; entries idle longer than
-    `ttl_s` expire. Safe to share between the event loop and worker threads.
+    """A mapping bounded by entry count (and, with `max_bytes`, by the total `sizeof(key, value)`
+    of its entries), least recently used first out; entries idle longer than `ttl_s` expire.
+    Safe to share between the event loop and worker threads. An entry larger than `max_bytes`
+    alone is not kept.
 
     `on_evict(key, value)` is called for entries pushed out by the bound or expired (not for `pop`).
     """
@@ -36,14 +38,22 @@ class LRU(Generic[K, V]):
         *,
         clock: Callable[[], float] = time.monotonic,
         on_evict: Callable[[K, V], None] | None = None,
+        max_bytes: int | None = None,
+        sizeof: Callable[[K, V], int] | None = None,
     ) -> None:
         if max_entries < 1:
             raise ValueError("an LRU needs room for at least one entry")
+        if max_bytes is not None and (max_bytes < 1 or sizeof is None):
+            raise ValueError("a byte-bounded LRU needs max_bytes >= 1 and a sizeof(key, value)")
         self.max_entries = max_entries
         self.ttl_s = ttl_s
         self.clock = clock
         self.on_evict = on_evict
+        self.max_bytes = max_bytes
+        self.sizeof = sizeof
+        self.bytes = 0  # the entries' total size (with max_bytes)
         self._items: OrderedDict[K, tuple[V, float]] = OrderedDict()
+        self._sizes: dict[K, int] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -61,9 +71,17 @@ class LRU(Generic[K, V]):
         return default if hit is None else hit[0]
 
     def put(self, key: K, value: V) -> None:
+        size = self.sizeof(key, value) if self.max_bytes is not None and self.sizeof is not None else 0
         with self._lock:
+            self._forget_size(key)
+            if self.max_bytes is not None and size > self.max_bytes:
+                self._items.pop(key, None)  # too big to keep at all
+                return
             self._items[key] = (value, self.clock() if self.ttl_s is not None else 0.0)
             self._items.move_to_end(key)
+            if size:
+                self._sizes[key] = size
+                self.bytes += size
             evicted = self._trim()
         self._report(evicted)
 
@@ -78,11 +96,18 @@ class LRU(Generic[K, V]):
     def pop(self, key: K, default: Any = None) -> V | Any:
         with self._lock:
             hit = self._items.pop(key, None)
+            self._forget_size(key)
         return default if hit is None else hit[0]
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._sizes.clear()
+            self.bytes = 0
+
+    def _forget_size(self, key: K) -> None:
+        size = self._sizes.pop(key, 0) if self._sizes else 0
+        self.bytes -= size
 
     def _expire(self) -> list[tuple[K, V]]:
         """Drop idle entries: they are in last-used order, so the expired ones are at the front."""
@@ -93,13 +118,15 @@ class LRU(Generic[K, V]):
             if now - touched <= self.ttl_s:  # type: ignore[operator]
                 break
             del self._items[key]
+            self._forget_size(key)
             evicted.append((key, value))
         return evicted
 
     def _trim(self) -> list[tuple[K, V]]:
         evicted = self._expire() if self.ttl_s is not None else []
-        while len(self._items) > self.max_entries:
+        while len(self._items) > self.max_entries or (self.max_bytes is not None and self.bytes > self.max_bytes):
             key, (value, _) = self._items.popitem(last=False)
+            self._forget_size(key)
             evicted.append((key, value))
         return evicted
 

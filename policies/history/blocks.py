@@ -45,11 +45,15 @@ class SummaryBlock:
         return {"role": role, "content": self.content()}
 
 
-class BlockCache:
-    """Blocks by key (span + event boundary), per tenant by construction of the key. Bounded LRU."""
+MAX_BLOCK_BYTES = 64 * 1024 * 1024  # summary text held by the cache, at most
 
-    def __init__(self, max_blocks: int = 20_000) -> None:
-        self._by_key: LRU[str, SummaryBlock] = LRU(max_blocks)
+
+class BlockCache:
+    """Blocks by key (span + event boundary), per tenant by construction of the key. An LRU bounded
+    by count and by the size of the summaries it holds."""
+
+    def __init__(self, max_blocks: int = 20_000, max_bytes: int = MAX_BLOCK_BYTES) -> None:
+        self._by_key: LRU[str, SummaryBlock] = LRU(max_blocks, max_bytes=max_bytes, sizeof=_block_size)
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -59,3 +63,7 @@ class BlockCache:
 
     def put(self, block: SummaryBlock) -> None:
         self._by_key.put(block.key, block)
+
+
+def _block_size(key: str, block: SummaryBlock) -> int:
+    return len(block.text) + sum(len(r) for r in block.refs) + 200  # the text, its refs, the object

@@ -96,13 +96,27 @@ class ClaimFeatures:
         return max(p, floor * self.coverage)
 
 
-@lru_cache(maxsize=50_000)
+# Claims and KB sentences recur across answers and are worth caching; whole tool results are not
+# (one entry of a long text held ~47 KB, and 50,000 of them were the proxy's largest memory growth).
+CACHED_TEXT_CHARS = 2000
+CACHED_TEXTS = 20_000
+
+
 def _slots_of(text: str) -> tuple[Slot, ...]:
+    return _cached_slots(text) if len(text) <= CACHED_TEXT_CHARS else tuple(slots(text))
+
+
+def _words_of(text: str) -> frozenset[str]:
+    return _cached_words(text) if len(text) <= CACHED_TEXT_CHARS else frozenset(content_words(text))
+
+
+@lru_cache(maxsize=CACHED_TEXTS)
+def _cached_slots(text: str) -> tuple[Slot, ...]:
     return tuple(slots(text))
 
 
-@lru_cache(maxsize=50_000)
-def _words_of(text: str) -> frozenset[str]:
+@lru_cache(maxsize=CACHED_TEXTS)
+def _cached_words(text: str) -> frozenset[str]:
     return frozenset(content_words(text))
 
 

@@ -1,0 +1,56 @@
+"""The shared LRU bounded by bytes too: big values cannot fill memory while under the entry count."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxwarden.policies.cache import LRU
+from ctxwarden.policies.history.blocks import BlockCache, SummaryBlock
+
+
+def text_size(key: str, value: str) -> int:
+    return len(value)
+
+
+def test_the_byte_bound_evicts_least_recently_used_first():
+    cache: LRU[str, str] = LRU(1000, max_bytes=100, sizeof=text_size)
+    for i in range(10):
+        cache.put(f"k{i}", "x" * 30)
+    assert len(cache) == 3 and cache.bytes == 90  # 10 entries fit the count, not the bytes
+    assert cache.get("k9") and cache.get("k7") and cache.get("k6") is None
+    cache.put("k8", "y" * 10)  # replaced: its old size is forgotten
+    assert cache.bytes == 70
+    assert cache.pop("k8") == "y" * 10 and cache.bytes == 60
+    cache.clear()
+    assert cache.bytes == 0 and len(cache) == 0
+
+
+def test_an_entry_bigger_than_the_bound_is_not_kept_and_evicts_nothing():
+    evicted: list[str] = []
+    cache: LRU[str, str] = LRU(10, max_bytes=100, sizeof=text_size, on_evict=lambda k, v: evicted.append(k))
+    cache.put("small", "x" * 50)
+    cache.put("huge", "x" * 500)
+    assert cache.get("huge") is None and cache.get("small") == "x" * 50 and evicted == []
+    cache.put("small", "x" * 500)  # the old value goes with the too-big new one
+    assert cache.get("small") is None and cache.bytes == 0
+
+
+def test_expiry_releases_bytes():
+    now = [0.0]
+    cache: LRU[str, str] = LRU(10, ttl_s=5, clock=lambda: now[0], max_bytes=100, sizeof=text_size)
+    cache.put("a", "x" * 60)
+    now[0] = 10
+    cache.put("b", "x" * 60)  # "a" expired: no room was needed from it
+    assert cache.get("a") is None and cache.bytes == 60
+
+
+def test_a_byte_bound_needs_a_size_function():
+    with pytest.raises(ValueError):
+        LRU(10, max_bytes=100)
+
+
+def test_summary_blocks_are_bounded_by_their_text():
+    cache = BlockCache(max_blocks=1000, max_bytes=10_000)
+    for i in range(50):
+        cache.put(SummaryBlock(f"k{i}", 4, "summary " * 250, "extractive", 100))  # ~2 KB each
+    assert len(cache) <= 5 and cache.get("k49") is not None and cache.get("k0") is None
