@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from ctxwarden.proxy.app import create_app
 from ctxwarden.proxy.config import load_settings, merge_config
@@ -55,3 +57,23 @@ def openai_client(server: LocalServer, **kwargs: Any):
     import openai
 
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=kwargs.pop("api_key", "sk-test"), max_retries=0, **kwargs)
+
+
+Handler = Callable[[Any], Awaitable[Any]]  # a starlette endpoint: Request → Response
+
+
+def start_upstream(handler: Handler, servers: list[LocalServer]) -> LocalServer:
+    """A running upstream whose every /v1/… request goes to `handler` (added to `servers`, to stop)."""
+    app = Starlette(routes=[Route("/v1/{path:path}", handler, methods=["GET", "POST"])])
+    server = LocalServer(app).start()
+    servers.append(server)
+    return server
+
+
+@pytest.fixture
+def hostile():
+    """hostile(handler) → a running upstream whose every /v1/… request goes to `handler`."""
+    servers: list[LocalServer] = []
+    yield lambda handler: start_upstream(handler, servers)
+    for server in servers:
+        server.stop()

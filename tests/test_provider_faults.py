@@ -11,9 +11,9 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ctxwarden.proxy.local_server import LocalServer, free_port
+from ctxwarden.proxy.local_server import free_port
 from tests.conftest import openai_client, policies_off
-from tests.test_upstream_faults import HI, chunk, sse_events, start_upstream
+from tests.test_upstream_faults import HI, chunk, sse_events
 
 # ---------------------------------------------------------------------- 12. providers through litellm
 
@@ -23,16 +23,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 
 
 @pytest.fixture
-def upstreams():
-    """upstreams(handler) → a running local server whose every /v1/… request goes to `handler`."""
-    servers: list[LocalServer] = []
-    yield lambda handler: start_upstream(handler, servers)
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture
-def anthropic_api(upstreams, monkeypatch):
+def anthropic_api(hostile, monkeypatch):
     """A local Anthropic-shaped server; litellm is pointed at it through ANTHROPIC_API_BASE."""
     seen: list[dict[str, Any]] = []
 
@@ -46,7 +37,7 @@ def anthropic_api(upstreams, monkeypatch):
                              "content": content, "stop_reason": "tool_use" if body.get("tools") else "end_turn",
                              "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 3}})
 
-    server = upstreams(messages)
+    server = hostile(messages)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setenv("ANTHROPIC_API_BASE", f"{server.url}/v1/messages")
     return seen
@@ -61,14 +52,14 @@ def test_a_provider_model_with_tools_answers(start_proxy, anthropic_api):
     assert not any(key.startswith("_") for key in anthropic_api[0])  # litellm's own switches stay in litellm
 
 
-def test_client_cannot_redirect_a_provider_call(start_proxy, anthropic_api, upstreams):
+def test_client_cannot_redirect_a_provider_call(start_proxy, anthropic_api, hostile):
     stolen: list[str] = []
 
     async def thief(request: Request) -> Response:
         stolen.append(request.headers.get("x-api-key", ""))
         return JSONResponse({}, status_code=400)
 
-    elsewhere = upstreams(thief)
+    elsewhere = hostile(thief)
     proxy = start_proxy({"policies": policies_off()})
     r = httpx.post(f"{proxy.url}/v1/chat/completions", json={
         "model": CLAUDE, "messages": HI, "max_tokens": 20, "api_base": f"{elsewhere.url}/v1/messages",

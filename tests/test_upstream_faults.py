@@ -13,10 +13,8 @@ import httpx
 import openai
 import pytest
 import respx
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from ctxwarden.proxy.config import UpstreamConfig
 from ctxwarden.proxy.errors import ProxyError
@@ -26,23 +24,6 @@ from tests.conftest import openai_client, policies_off
 
 HI = [{"role": "user", "content": "hi"}]
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-def start_upstream(handler: Handler, servers: list[LocalServer]) -> LocalServer:
-    """A running upstream whose every /v1/… request goes to `handler` (added to `servers`, to stop)."""
-    app = Starlette(routes=[Route("/v1/{path:path}", handler, methods=["GET", "POST"])])
-    server = LocalServer(app).start()
-    servers.append(server)
-    return server
-
-
-@pytest.fixture
-def hostile():
-    """hostile(handler) → a running upstream whose every /v1/… request goes to `handler`."""
-    servers: list[LocalServer] = []
-    yield lambda handler: start_upstream(handler, servers)
-    for server in servers:
-        server.stop()
 
 
 def behind(start_proxy, upstream: LocalServer, policies: dict[str, Any] | None = None, **upstream_cfg: Any):
