@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, ClassVar, Literal, Protocol, Sequen
 
 from pydantic import BaseModel, ConfigDict
 
+from .errors import CtxwardenError
 from .messages import Message, Tool
 
 Pressure = Literal["none", "compress", "aggressive"]
@@ -159,6 +160,32 @@ class RequestNotes:
     answer_kind: str | None = None
     validation: dict[str, Any] | None = None  # the answer's quality scores, as poisoning reported them
     extra: dict[str, Any] = field(default_factory=dict)  # third-party policies: key by your policy name
+
+
+# A tenant names a namespace of state and storage; one rule for the header and the admin API.
+MAX_TENANT_LENGTH = 128
+
+
+class TenantError(CtxwardenError, ValueError):
+    """An invalid tenant name; the message names it and says why (an HTTP 400)."""
+
+    def __init__(self, message: str, param: str = "x-ctxwarden-tenant") -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def check_tenant(name: str, param: str = "x-ctxwarden-tenant") -> str:
+    """`name` unchanged when it is a valid tenant name; TenantError (saying which and why) if not."""
+    if not isinstance(name, str):
+        raise TenantError(f"{param}: the tenant must be a string, got {type(name).__name__}", param)
+    if not name:
+        raise TenantError(f"{param}: the tenant name is empty (omit it for the shared namespace)", param)
+    if len(name) > MAX_TENANT_LENGTH:
+        raise TenantError(f"{param}: the tenant name {name[:40]!r}… is {len(name)} characters long "
+                          f"(at most {MAX_TENANT_LENGTH})", param)
+    if not name.isprintable():
+        raise TenantError(f"{param}: the tenant name {name!r} contains control or non-printable characters", param)
+    return name
 
 
 @dataclass

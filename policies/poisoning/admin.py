@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, Protocol
 
+from ..base import TenantError, check_tenant
 from ..errors import CtxwardenError
 from .kb import Document, DocumentError, KnowledgeBase, parse_documents
 from .quarantine import APPROVED, REJECTED, STATUSES, QuarantineStore
@@ -50,21 +51,15 @@ class BadRequest(CtxwardenError):
         self.param = param
 
 
-MAX_TENANT_LENGTH = 128  # the same rule as ctxwarden.proxy.tenants.check_tenant (policies/ cannot import it)
-
-
 def tenant_param(value: Any, param: str = "tenant") -> str | None:
-    """A `tenant` parameter: None when absent or empty (the shared namespace); else 1-128 printable
-    characters, or BadRequest naming it."""
+    """A `tenant` parameter: None when absent or empty (the shared namespace); else the tenant rule
+    (base.check_tenant), or BadRequest naming it."""
     if value is None or value == "":
         return None
-    if not isinstance(value, str):
-        raise BadRequest(f"{param} must be a string", param)
-    if len(value) > MAX_TENANT_LENGTH:
-        raise BadRequest(f"{param} {value[:40]!r}… is {len(value)} characters long (at most {MAX_TENANT_LENGTH})", param)
-    if not value.isprintable():
-        raise BadRequest(f"{param} {value!r} contains control or non-printable characters", param)
-    return value
+    try:
+        return check_tenant(value, param)
+    except TenantError as exc:
+        raise BadRequest(str(exc), param) from None
 
 
 def _page(params: dict[str, Any]) -> tuple[int, int]:
