@@ -150,7 +150,8 @@ def test_the_forwarded_list_is_append_only_within_a_session(fake, start_proxy):
     ]
     ask(client, turn, tools)
     lists = [first, client_names(fake.chat_requests[-1]["tools"])]
-    # A tool the model called that the proxy had hidden (it still reached the client) joins the list, at its end.
+    # A tool the model called that the proxy had hidden (it still reached the client) joins the list after what
+    # was there, first in the appended block (this step's ranked tools the list lacked join the same change).
     outside = next(n for n in names(tools) if n not in lists[-1] and n not in ("get_horoscope", "define_word"))
     turn += [
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {
@@ -159,7 +160,7 @@ def test_the_forwarded_list_is_append_only_within_a_session(fake, start_proxy):
     ]
     raw = ask(client, turn, tools)
     lists.append(client_names(fake.chat_requests[-1]["tools"]))
-    assert lists[-1][-1] == outside and "tools.list_changed" in raw.headers["x-ctxwarden-actions"]
+    assert lists[-1][len(lists[-2])] == outside and "tools.list_changed" in raw.headers["x-ctxwarden-actions"]
     # New user requests add what they need after what is there; nothing moves, nothing goes.
     for i, request in enumerate(["What is my horoscope today? I am a Leo.", "Define the word 'serendipity'."]):
         turn += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": request}]

@@ -254,13 +254,15 @@ async def test_the_list_is_append_only_and_every_change_is_reported_with_its_rea
     convo = step_of(convo, hidden)  # a hidden tool the model called anyway
     ex = exchange(convo, all_tools())
     await p.on_request(ex)
-    assert names(ex.tools) == first + [hidden]
-    assert actions(ex)["list_changed"] == {"reason": "called", "added": [hidden], "removed": []}
+    change = actions(ex)["list_changed"]  # the called tool, with this step's ranked batch in the same change
+    assert change["reason"] == "called" and change["removed"] == [] and change["added"][0] == hidden
+    assert names(ex.tools) == first + change["added"]
+    called = names(ex.tools)
     convo = convo + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Now transfer 50 euros to my savings account."}]
     ex = exchange(convo, all_tools())
     await p.on_request(ex)
     grown = names(ex.tools)
-    assert grown[: len(first) + 1] == first + [hidden] and "transfer_money" in grown[len(first) + 1:]
+    assert grown[: len(called)] == called and "transfer_money" in grown[len(called):]
     assert actions(ex)["list_changed"]["reason"] == "grow"
     ex = exchange(convo, all_tools())  # the same step again: same list, no change
     await p.on_request(ex)

@@ -118,5 +118,6 @@ def test_a_hidden_tool_the_model_calls_still_reaches_the_client(fake, start_prox
              {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "Leo: a sunny weekend."}]
     raw = create(client, turn)
     after = names(fake.chat_requests[-1]["tools"])
-    assert after[: len(first) - 1] == first[:-1] and after[-2:] == ["get_horoscope", FIND_TOOLS]
+    # It joins after what was there (first in the appended block), find_tools stays last.
+    assert after[: len(first) - 1] == first[:-1] and after[len(first) - 1] == "get_horoscope" and after[-1] == FIND_TOOLS
     assert "tools.list_changed" in raw.headers["x-ctxwarden-actions"].split(",")

@@ -41,7 +41,7 @@ class ToolsConfig(PolicyConfig):
     top_k: int | None = Field(None, ge=1)  # a fixed number of relevant tools; null → adaptive (min_k..max_k)
     min_k: int = Field(5, ge=1)
     max_k: int = Field(12, ge=1)
-    gap: float = Field(0.18, ge=0)
+    gap: float = Field(0.15, ge=0)
     min_score: float = 0.0
     always_keep: list[str] = Field(default_factory=list)
     weights: WeightsConfig = WeightsConfig()
@@ -51,7 +51,7 @@ class ToolsConfig(PolicyConfig):
     grow: bool = True  # mid-task steps may add a missing top tool (not only a new user request)
     stable_list: bool = True
     search_tool: bool = True
-    search_results: int = Field(8, ge=1, le=20)
+    search_results: int = Field(5, ge=1, le=20)
     max_inner_rounds: int = Field(3, ge=0)
     max_sessions: int = Field(10_000, ge=1)
     session_ttl_s: float = Field(3600, gt=0)

@@ -155,7 +155,11 @@ class ToolsPolicy(BasePolicy):
             # Grow only when this step's best tool is missing (measured on dev: growing for any missing
             # top-k tool costs more changes than it saves find_tools calls); each change costs the cache.
             best = ranked.best if ranked else None
-            picks = chosen if best is not None and best not in previous and best not in must_names else []
+            # A must-keep tool (called, or named by tool_choice) changes the list anyway: this step's
+            # ranked batch joins in the same change instead of costing one of its own later.
+            changing = any(n not in previous for n in must_names)
+            grow = best is not None and best not in previous and best not in must_names
+            picks = chosen if changing or grow else []
             names, _, _ = extend(previous, must_names + _client_order(index, picks), available)
             if len(names) > self.config.max_tools:
                 reset = FULL
@@ -294,10 +298,10 @@ class ToolsPolicy(BasePolicy):
             if query is None:
                 self.record(ex, "search_invalid", arguments=(raw_arguments or "")[:200])
                 return invalid()
-            anchors = [index.positions[n] for n in (tool_name(t) for t in ex.tools or []) if n in index.positions]
-            found = await asyncio.to_thread(self.search, index, query, anchors, step.tenant)
-            names = [str(index.names[i]) for i in found]
             have = {tool_name(t) for t in ex.tools or []}
+            anchors = [index.positions[n] for n in have if n in index.positions]
+            found = await asyncio.to_thread(self.search, index, query, anchors, step.tenant, have)
+            names = [str(index.names[i]) for i in found]
             added = [n for n in names if n not in have]
             self.loadouts.append(step.session, added, set(index.positions))  # kept from the next step on
             ex.tools = [*(ex.tools or []), *(step.tools[index.positions[n]] for n in added)]  # callable in the next round
@@ -307,15 +311,17 @@ class ToolsPolicy(BasePolicy):
 
         return handle
 
-    def search(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None) -> list[int]:
-        """The catalog's best matches for a query the model wrote (named tools only); the siblings
-        of the tools it already has rank up, as in the selection (a vague query means its servers)."""
+    def search(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None,
+               have: set[Any] | None = None) -> list[int]:
+        """The catalog's best matches for a query the model wrote, among the named tools it does not
+        have yet (it sees those already: each result slot goes to a tool it could not call); the
+        siblings of the tools it has rank up, as in the selection (a vague query means its servers)."""
         parts = [QueryPart("request", query, 1.0)]
         scores, _ = self._scores(index, parts, None)
         scores = self._structure(index, scores, anchors or [], tenant)
-        named = np.array([n is not None for n in index.names])
+        named = np.array([n is not None and n not in (have or ()) for n in index.names])
         order = np.argsort(-np.where(named, scores, -np.inf), kind="stable")[: self.config.search_results]
-        return [int(i) for i in order if index.names[i] is not None]
+        return [int(i) for i in order if named[i]]
 
 
 def _client_order(index: ToolSetIndex, names: list[str]) -> list[str]:
