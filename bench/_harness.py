@@ -45,7 +45,11 @@ class Process:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(timeout=10)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
 
 
 def start_fake() -> tuple[Process, str]:
@@ -54,7 +58,44 @@ def start_fake() -> tuple[Process, str]:
     return Process([sys.executable, "-m", "ctxwarden.proxy.fake_upstream", "--port", str(port)], f"{url}/v1/models"), url
 
 
-def start_proxy(upstream_url: str, config: dict) -> tuple[Process, str]:
+def start_floor(script: str, upstream_url: str) -> tuple[Process, str]:
+    """One of the pass-through floors in bench/floors/ (the same stack as ctxwarden, or aiohttp)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    return Process([sys.executable, str(ROOT / "bench" / "floors" / script), "--upstream", f"{upstream_url}/v1",
+                    "--port", str(port)], f"{url}/healthz"), url
+
+
+def litellm_command() -> list[str] | None:
+    """LiteLLM Proxy's command when it is installed (here or in the environment CTXW_LITELLM names)."""
+    import shutil
+
+    found = os.environ.get("CTXW_LITELLM") or shutil.which("litellm")
+    if not found:
+        return None
+    probe = subprocess.run([found, "--help"], capture_output=True, text=True, timeout=120)
+    return [found] if probe.returncode == 0 and "--config" in probe.stdout else None
+
+
+def start_litellm(upstream_url: str) -> tuple[Process, str] | None:
+    """LiteLLM Proxy (one worker) in front of the same upstream, or None when it is not installed."""
+    command = litellm_command()
+    if command is None:
+        return None
+    port = free_port()
+    path = Path(tempfile.mkdtemp(prefix="ctxw-litellm-")) / "litellm.yaml"
+    path.write_text(yaml.safe_dump({
+        "model_list": [{"model_name": "gpt-4o", "litellm_params": {
+            "model": "openai/gpt-4o", "api_base": f"{upstream_url}/v1", "api_key": "sk-bench"}}],
+        "litellm_settings": {"telemetry": False},
+        "general_settings": {"dangerously_permit_weak_or_unset_master_key": True}}))
+    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+    proc = Process([*command, "--config", str(path), "--port", str(port), "--num_workers", "1"],
+                   f"http://127.0.0.1:{port}/health/liveliness", env=env)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def start_proxy(upstream_url: str, config: dict, workers: int = 1) -> tuple[Process, str]:
     port = free_port()
     store = tempfile.mkdtemp(prefix="ctxw-bench-")
     merged = {"server": {"port": port}, "upstream": {"base_url": f"{upstream_url}/v1", "api_key_env": None},
@@ -62,7 +103,8 @@ def start_proxy(upstream_url: str, config: dict) -> tuple[Process, str]:
     path = Path(store) / "bench.yaml"
     path.write_text(yaml.safe_dump(merged))
     # As in the Docker image: two malloc arenas keep RSS close to the live heap with worker threads.
-    proc = Process([sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "error"],
+    proc = Process([sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "error",
+                    "--workers", str(workers)],
                    f"http://127.0.0.1:{port}/healthz", env={"MALLOC_ARENA_MAX": "2"})
     return proc, f"http://127.0.0.1:{port}"
 

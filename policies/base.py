@@ -10,6 +10,7 @@ imports `proxy/`; the proxy hands every policy a `Services` bundle instead.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Literal, Protocol, Sequence, runtime_checkable
 
@@ -174,6 +175,16 @@ class TenantError(CtxwardenError, ValueError):
         self.param = param
 
 
+# About 1 ms of tokenizing when nothing is cached yet. Below it, a worker-thread hop (≈0.1 ms with
+# the GIL contended, and a context switch for every other request) costs more than the work it moves.
+HEAVY_BODY_BYTES = 32_000
+
+
+async def run_cpu(heavy: bool, fn: Callable[..., Any], /, *args: Any) -> Any:
+    """`fn(*args)`: in a worker thread when the caller judges the work `heavy` (≳ 1 ms), else inline."""
+    return await asyncio.to_thread(fn, *args) if heavy else fn(*args)
+
+
 def check_tenant(name: str, param: str = "x-ctxwarden-tenant") -> str:
     """`name` unchanged when it is a valid tenant name; TenantError (saying which and why) if not."""
     if not isinstance(name, str):
@@ -210,6 +221,7 @@ class Exchange:
     notes: RequestNotes = field(default_factory=RequestNotes)
     original_messages: list[Message] = field(default=None)  # type: ignore[assignment]
     original_tools: list[Tool] | None = None
+    body_bytes: int = 0  # the client's body as received: the cheap measure of how much work a request is
 
     def __post_init__(self) -> None:
         if self.original_messages is None:
@@ -221,6 +233,11 @@ class Exchange:
         """The key of per-session state: the session within its tenant, so two tenants that send
         the same session id never share state."""
         return (self.tenant, self.session_id)
+
+    @property
+    def heavy(self) -> bool:
+        """Big enough that whole-request CPU work (counting, planning, selecting) belongs off the event loop."""
+        return self.body_bytes > HEAVY_BODY_BYTES
 
     @property
     def changed(self) -> bool:

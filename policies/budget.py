@@ -7,13 +7,12 @@ last, to reject with `context_length_exceeded` if usage is still at or above `re
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .base import BasePolicy, BudgetNote, Exchange, PolicyConfig, Reject, Services, Verdict
+from .base import BasePolicy, BudgetNote, Exchange, PolicyConfig, Reject, Services, Verdict, run_cpu
 from .messages import last_user_index, system_prefix_length
 
 log = logging.getLogger("ctxwarden.budget")
@@ -87,7 +86,7 @@ class BudgetPolicy(BasePolicy):
         self.compressors = compressors or []
 
     async def measure(self, ex: Exchange) -> dict[str, Any]:
-        parts = await asyncio.to_thread(component_tokens, ex, self.services)
+        parts = await run_cpu(ex.heavy, component_tokens, ex, self.services)
         total = sum(parts.values())
         return {"tokens": total, "usage": total / ex.context_window, "components": parts}
 

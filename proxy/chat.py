@@ -136,7 +136,7 @@ class ChatHandler:
                 raw = await read_body(request, self.max_body_mb)
                 body = parse_json_body(raw)
                 check_chat_body(body)
-                ex = self._exchange(request_id, body, request.headers)
+                ex = self._exchange(request_id, body, request.headers, len(raw))
                 span.update_name(f"chat {ex.model}")
                 span.set_attribute("gen_ai.request.model", ex.model)
                 span.set_attribute("ctxwarden.session", ex.session_id)
@@ -157,7 +157,7 @@ class ChatHandler:
                                 model=ex.model if ex else None)
             return response
 
-    def _exchange(self, request_id: str, body: dict[str, Any], headers: Any) -> Exchange:
+    def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int) -> Exchange:
         model = body["model"]
         hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
         ex = Exchange(
@@ -171,6 +171,7 @@ class ChatHandler:
             session_id=session_of(body, headers),
             headers=hints,
             context_window=self.models.context_window(model),
+            body_bytes=body_bytes,
         )
         ex.notes.upstream_headers = self.upstream.request_headers(headers)
         return ex
@@ -185,7 +186,10 @@ class ChatHandler:
     # ------------------------------------------------------------------ the exchange
 
     async def _handle(self, ex: Exchange, raw: bytes, client_headers: Any, span: Any) -> Response:
+        started = time.perf_counter()
         verdict = await self.pipeline.run_request(ex)
+        # What the request policies took, in the standard header browsers and load tools read.
+        ex.response_headers["server-timing"] = f"ctxwarden-policies;dur={(time.perf_counter() - started) * 1000:.2f}"
         if isinstance(verdict, Reject):
             await self.pipeline.complete(ex, "rejected")
             return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()

@@ -22,13 +22,23 @@ def _serve(args: argparse.Namespace) -> int:
     if args.port is not None:
         overrides["server"]["port"] = args.port
     settings = load_settings(args.config, overrides)
-    app = create_app(settings)
+    if args.workers > 1:
+        from .workers import refusal
+
+        if refusal(settings, args.workers):
+            print(f"ctxwarden: {refusal(settings, args.workers)}", file=sys.stderr)
+            return 2
     print(
         f"ctxwarden listening on http://{settings.server.host}:{settings.server.port}/v1 "
-        f"→ {settings.upstream.base_url} (config: {settings.source})",
+        f"→ {settings.upstream.base_url} (config: {settings.source}; {args.workers} worker(s))",
         file=sys.stderr,
     )
-    server = uvicorn.Server(uvicorn_config(app, settings, log_level=args.log_level, access_log=args.log_level == "debug"))
+    log_args = {"log_level": args.log_level, "access_log": args.log_level == "debug"}
+    if args.workers > 1:
+        from .workers import serve_workers
+
+        return serve_workers(args.config, overrides, settings, args.workers, **log_args)
+    server = uvicorn.Server(uvicorn_config(create_app(settings), settings, **log_args))
     try:
         server.run()
     except KeyboardInterrupt:
@@ -58,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--workers", type=int, default=1,
+                       help="processes sharing the port; above 1 only while no policy keeps per-process state")
     serve.set_defaults(func=_serve)
 
     check = sub.add_parser("check-config", help="validate a config file without starting")

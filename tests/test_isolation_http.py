@@ -235,7 +235,7 @@ def test_without_its_own_key_the_proxy_passes_authorization_but_never_cookies(fa
 def test_request_headers_unit(monkeypatch):
     from ctxwarden.proxy.config import UpstreamConfig
 
-    up = Upstream(UpstreamConfig(base_url="http://u.test/v1", api_key_env="CTXW_UNIT_KEY"))
+    up = Upstream(UpstreamConfig(base_url="http://u.test/v1", http_client="httpx", api_key_env="CTXW_UNIT_KEY"))
     monkeypatch.setenv("CTXW_UNIT_KEY", "sk-own")
     out = up.request_headers({**CLIENT_CREDENTIALS, **KEPT, "x-ctxwarden-session": "s", "content-type": "application/json"})
     assert out == {**KEPT, "content-type": "application/json", "authorization": "Bearer sk-own"}

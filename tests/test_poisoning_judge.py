@@ -364,7 +364,7 @@ async def test_services_complete_raw_returns_usage_and_complete_still_returns_te
         httpx.Response(200, json=reply(content="just text")),
         httpx.Response(500, json={"error": {}}),
     ])
-    upstream = Upstream(UpstreamConfig(base_url=base, api_key_env=None, retries=0))
+    upstream = Upstream(UpstreamConfig(base_url=base, http_client="httpx", api_key_env=None, retries=0))
     complete_raw = make_complete_raw(upstream)
     exchange = SimpleNamespace(notes=SimpleNamespace(upstream_headers={"authorization": "Bearer sk-client"}))
     data = await complete_raw("judge-model", [{"role": "user", "content": "hi"}], exchange=exchange, temperature=0)

@@ -242,7 +242,7 @@ def test_a_half_open_trial_that_fails_oddly_does_not_leave_the_breaker_stuck_ope
 @pytest.mark.parametrize("exc", [httpx.DecodingError("bad gzip"), RuntimeError("a bug"), asyncio.CancelledError()])
 async def test_any_exception_ends_the_half_open_trial(exc):
     clock = [0.0]
-    up = Upstream(UpstreamConfig(base_url="http://up.test/v1", api_key_env=None, retries=0,
+    up = Upstream(UpstreamConfig(base_url="http://up.test/v1", http_client="httpx", api_key_env=None, retries=0,
                                  circuit_breaker={"failure_threshold": 1, "cooldown_s": 10}))
     up.breaker.clock = lambda: clock[0]
     with respx.mock:
@@ -271,7 +271,7 @@ def _raiser(exc: BaseException) -> Callable[[httpx.Request], httpx.Response]:
 @pytest.mark.parametrize("exc", [httpx.DecodingError("bad gzip"), httpx.RemoteProtocolError("garbled"),
                                  httpx.UnsupportedProtocol("ftp?"), httpx.LocalProtocolError("bad header")])
 async def test_every_httpx_error_while_sending_is_a_502(exc):
-    up = Upstream(UpstreamConfig(base_url="http://up.test/v1", api_key_env=None, retries=0))
+    up = Upstream(UpstreamConfig(base_url="http://up.test/v1", http_client="httpx", api_key_env=None, retries=0))
     with respx.mock:
         respx.post("http://up.test/v1/chat/completions").mock(side_effect=exc)
         with pytest.raises(ProxyError) as info:

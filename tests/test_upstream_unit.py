@@ -15,7 +15,7 @@ BASE = "http://upstream.test/v1"
 
 
 def make(**overrides) -> Upstream:
-    return Upstream(UpstreamConfig(base_url=BASE, api_key_env=None, backoff_s=0.001, **overrides))
+    return Upstream(UpstreamConfig(base_url=BASE, http_client="httpx", api_key_env=None, backoff_s=0.001, **overrides))
 
 
 @respx.mock
@@ -115,7 +115,7 @@ def test_request_headers_drop_hop_by_hop_and_hints(monkeypatch):
                                   "X-Ctxwarden-Session": "s", "OpenAI-Organization": "org"})
     assert headers == {"Authorization": "Bearer c", "OpenAI-Organization": "org"}
     monkeypatch.setenv("MY_UPSTREAM_KEY", "sk-up")
-    keyed = Upstream(UpstreamConfig(base_url=BASE, api_key_env="MY_UPSTREAM_KEY"))
+    keyed = Upstream(UpstreamConfig(base_url=BASE, http_client="httpx", api_key_env="MY_UPSTREAM_KEY"))
     assert keyed.request_headers({"Authorization": "Bearer c"}) == {"authorization": "Bearer sk-up"}
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..messages import Message, content_text, last_user_index
 from .digest import digest
@@ -140,15 +140,15 @@ class ArchivePolicy(BasePolicy):
         note = ex.notes.budget
         if ex.pressure == "none" or note is None or note.target_at is None:
             return [], None
-        total = await asyncio.to_thread(self._request_tokens, ex, messages)
+        total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
         if total <= note.target_at:
             return [], total
         aggressive = note.aggressive_at is not None and total >= note.aggressive_at
-        earlier, answered, unanswered = await asyncio.to_thread(self._candidates, ex, messages, aggressive)
+        earlier, answered, unanswered = await run_cpu(ex.heavy, self._candidates, ex, messages, aggressive)
         done: list[_Candidate] = []
         if aggressive:
             await self._stub(ex, messages, earlier + answered + unanswered, done)
-            return done, await asyncio.to_thread(self._request_tokens, ex, messages)
+            return done, await run_cpu(ex.heavy, self._request_tokens, ex, messages)
         for cand in [c for c in earlier + answered + unanswered if c.tokens > cfg.min_tokens]:
             if total <= note.target_at:
                 break
@@ -156,7 +156,7 @@ class ArchivePolicy(BasePolicy):
             known = self._known.get(cand.ref)
             total -= cand.tokens - (known.stub_tokens if known else 0)
         if done:  # exact figure: the first stub also adds the context_recall definition
-            total = await asyncio.to_thread(self._request_tokens, ex, messages)
+            total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
         return done, total
 
     def _request_tokens(self, ex: Exchange, messages: list[Message]) -> int:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..messages import Message, system_prefix_length
 from ..text.tokens import REPLY_PRIMING
@@ -100,12 +100,12 @@ class HistoryPolicy(BasePolicy):
         if not body_messages:
             return None
         times = message_times(body_messages, ex.original_messages, ex.headers)
-        body = await asyncio.to_thread(Body.build, body_messages, self._counter(ex), times)
+        body = await run_cpu(ex.heavy, Body.build, body_messages, self._counter(ex), times)
         distraction = detect(body, cfg)
         if distraction:
             self._report(ex, distraction)
         fixed = self._fixed_tokens(ex, ex.messages[:n_sys])
-        layout = await asyncio.to_thread(self._plan, ex, body, fixed, any(t is not None for t in times))
+        layout = await run_cpu(ex.heavy, self._plan, ex, body, fixed, any(t is not None for t in times))
         if layout.frontier == 0:
             return None
         role = ex.messages[0].get("role", "system") if n_sys else "system"

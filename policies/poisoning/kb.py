@@ -174,6 +174,13 @@ class KnowledgeBase:
         return self._index
 
     @property
+    def settled_empty(self) -> bool:
+        """The loaded index is empty and no look for changes is due: a search now touches neither
+        the store nor a model, so it may run on the event loop."""
+        return (self._index is not None and not len(self._index)
+                and time.monotonic() - self._checked_at < self.refresh_s)
+
+    @property
     def index(self) -> EvidenceIndex:
         """The passages, loaded on first use and reloaded when another writer changed the KB."""
         with self._lock:

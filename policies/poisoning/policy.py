@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict
+from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict, run_cpu
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
 from .admin import Route, routes
@@ -47,6 +47,7 @@ log = logging.getLogger("ctxwarden.poisoning")
 _OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
 CHECKED_ROLES = ("assistant", "tool")
 MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
+SHORT_EMBED_CHARS = 4000  # answer + question under this are embedded on the event loop (≲ 0.3 ms)
 _UNSEEN = object()
 
 
@@ -124,8 +125,9 @@ class PoisoningPolicy(BasePolicy):
         context = _OUR_NOTES.sub("", answer.prior_text) if answer.partial else ""
         started = time.perf_counter()
         try:
-            claims = await asyncio.to_thread(retrieve, text, self.kb(ex.tenant), self._question(ex), context,
-                                             self.config.top_k)
+            kb = self.kb(ex.tenant)
+            claims = await run_cpu(not kb.settled_empty, retrieve, text, kb, self._question(ex), context,
+                                   self.config.top_k)
         except Exception as exc:  # the knowledge base could not be read (or the embedder failed)
             return self._failed(ex, exc, "answer", store=True)
         try:
@@ -217,7 +219,8 @@ class PoisoningPolicy(BasePolicy):
         """Quality scores for a whole answer: header x-ctxwarden-validation, metrics, ex.notes."""
         query_index = last_user_index(ex.messages)
         query = content_text(ex.messages[query_index]) if query_index >= 0 else ""
-        vectors = await asyncio.to_thread(self.services.embedder.embed, [answer.text, query]) if query else [None, None]
+        heavy = len(answer.text) + len(query) > SHORT_EMBED_CHARS
+        vectors = await run_cpu(heavy, self.services.embedder.embed, [answer.text, query]) if query else [None, None]
         scores = Scores(relevance(vectors[0], vectors[1]), accuracy(assessment.verdicts), assessment.fresh_share,
                         completeness(answer.text, ex.body, answer.finish_reason))
         ex.notes.validation = {"quality": scores.quality, **scores.__dict__, "claims": len(assessment.claims),

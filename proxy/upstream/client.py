@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import httpx
+from httpx_aiohttp import AiohttpTransport
 
 from ..config import UpstreamConfig
 from ..errors import ProxyError
@@ -73,9 +74,12 @@ class Upstream:
         self.base_url = config.base_url.rstrip("/")
         self._urls: dict[str, httpx.URL] = {}
         self.breaker = CircuitBreaker(config.circuit_breaker.failure_threshold, config.circuit_breaker.cooldown_s)
+        limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
+        if transport is None and config.http_client == "aiohttp":
+            transport = AiohttpTransport(limits=limits)
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
-            limits=httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections),
+            limits=limits,
             transport=transport,
         )
 

@@ -1,0 +1,77 @@
+"""A live agent loop for bench/overhead.py: 60 steps, each with a new 1–4k-token tool result.
+
+Each step's request is the whole history so far, sent once, as an agent sends it: what the proxy
+has seen before is the earlier steps, and the newest tool result is new to it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+
+import httpx
+from _load import HEADERS
+
+WORDS = ("order invoice shipped refund account weather forecast museum ticket price schedule delayed confirmed "
+         "customer reference room night breakfast flight hotel budget total status pending warehouse carrier "
+         "region latency error retry timeout config deploy build test passed failed").split()
+TOOLS = [{"type": "function", "function": {"name": f"tool_{i}", "description": f"Look up {w} records by query.",
+                                           "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                                                          "required": ["query"]}}}
+         for i, w in enumerate(WORDS[:12])]
+
+
+def tool_result(rng: random.Random, step: int) -> str:
+    """1–4k tokens: a JSON list of records or a log, as tools return them."""
+    size = rng.randint(1000, 4000)
+    if rng.random() < 0.5:
+        items = [{"id": f"r{step}-{i}", "status": rng.choice(WORDS), "amount": rng.randint(1, 9999),
+                  "note": " ".join(rng.choices(WORDS, k=6))} for i in range(size // 30)]
+        return json.dumps(items)
+    return "\n".join(f"2026-11-24T10:{i % 60:02d}:00 {rng.choice(['INFO', 'WARN', 'ERROR'])} "
+                     + " ".join(rng.choices(WORDS, k=8)) for i in range(size // 14))
+
+
+def conversation(seed: int, steps: int) -> list[list[dict]]:
+    """The message list an agent sends at each step (step k: k tool results so far)."""
+    rng = random.Random(seed)
+    messages = [{"role": "system", "content": "You are an operations agent. Use the tools; be concise."},
+                {"role": "user", "content": f"Reconcile the open orders of region {seed} and report what is late."}]
+    out = []
+    for step in range(steps):
+        call = {"id": f"call_{seed}_{step}", "type": "function",
+                "function": {"name": TOOLS[step % len(TOOLS)]["function"]["name"], "arguments": json.dumps({"query": f"page {step}"})}}
+        messages = [*messages, {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": call["id"], "content": tool_result(rng, step)}]
+        out.append(messages)
+    return out
+
+
+def added_by_step(direct: str, proxied: str, runs: int = 4, steps: int = 60) -> tuple[dict, dict]:
+    """For every step, per run: the added ms (through the proxy minus direct, same body, back to
+    back) and the proxy's own request-policy ms (its Server-Timing header). Once history is
+    compacted the proxy forwards less than the client sent, so the upstream reads less and the
+    end-to-end figure flatters the proxy; the policy time does not."""
+    added: dict[int, list[float]] = {k: [] for k in range(1, steps + 1)}
+    policy: dict[int, list[float]] = {k: [] for k in range(1, steps + 1)}
+    with httpx.Client(timeout=120) as client:
+        for run in range(runs):
+            session = {**HEADERS, "x-ctxwarden-session": f"agent-loop-{run}"}
+            for k, messages in enumerate(conversation(1000 + run, steps), start=1):
+                raw = json.dumps({"model": "gpt-4o", "messages": messages, "tools": TOOLS}).encode()
+                t0 = time.perf_counter()
+                client.post(f"{direct}/v1/chat/completions", content=raw, headers=HEADERS).raise_for_status()
+                t1 = time.perf_counter()
+                response = client.post(f"{proxied}/v1/chat/completions", content=raw, headers=session)
+                t2 = time.perf_counter()
+                response.raise_for_status()
+                added[k].append(((t2 - t1) - (t1 - t0)) * 1000)
+                policy[k].append(float(response.headers["server-timing"].split("dur=")[1]))
+    return added, policy
+
+
+def around(added: dict[int, list[float]], step: int, half: int = 2) -> float:
+    """Median added ms over the steps step±half of every run."""
+    return statistics.median(v for k in range(step - half, step + half + 1) if k in added for v in added[k])
