@@ -17,6 +17,7 @@ from ..cache import stable_hash
 from ..text.statements.lexicon import places_compatible
 from ..text.statements.model import Statement
 from .match import Matcher
+from .relate import diet_excludes, polarity_flip, replaced
 
 CONTRADICTORY_PREFERENCES = "CONTRADICTORY_PREFERENCES"
 CONFLICTING_FACTS = "CONFLICTING_FACTS"
@@ -251,8 +252,10 @@ def _domain_of(slot: str) -> str:
 def local_clashes(found: Iterable[Located], matcher: Matcher | None = None) -> list[Clash]:
     """Every contradicting pair (older, newer) per slot, and the nearest duplicate of each statement."""
     matcher = matcher or Matcher()
+    matcher.prepare(loc.st for loc in found)
+    ordered = inherit_qualifiers(sorted(found, key=lambda l: l.order))
     by_slot: dict[str, list[Located]] = {}
-    for loc in inherit_qualifiers(sorted(found, key=lambda l: l.order)):
+    for loc in ordered:
         by_slot.setdefault(family(loc.st.slot), []).append(loc)
     clashes: list[Clash] = []
     for items in by_slot.values():
@@ -264,7 +267,41 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None) -> l
                 elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st, matcher):
                     clashes.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
                     duplicate_seen = True
+    clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes})
     return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))
+
+
+def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[int, int]]) -> list[Clash]:
+    """Clashes across slots (relate.py): polarity flips on one object, values said to replace an
+    earlier one, meal choices a diet excludes; only between messages. A pair is looked at only
+    when one of the relations can hold (refusals and replacements are few), so the cost stays
+    near linear in the number of statements."""
+    out: list[Clash] = []
+    refusals: list[int] = []
+    diets: list[int] = []
+    for j, newer in enumerate(ordered):
+        b = newer.st
+        target = replaced(b, [loc.st for loc in ordered[:j] if loc.message != newer.message], matcher) if b.replaces else None
+        pool = set(range(j)) if b.negated else set(refusals)
+        pool |= set(diets) if b.slot.startswith(("diet", "meal")) else set()
+        for i in sorted(pool):
+            older = ordered[i]
+            a = older.st
+            if older.message == newer.message or (id(older), id(newer)) in taken:
+                continue
+            if polarity_flip(a, b) or diet_excludes(a, b):
+                out.append(make_clash(older, newer))
+                taken.add((id(older), id(newer)))
+        if target is not None:
+            older = next(loc for loc in ordered[:j] if loc.st is target)
+            if (id(older), id(newer)) not in taken and (target.slot == "v.act" or not compatible(family(b.slot), target.value, b.value)):
+                out.append(make_clash(older, newer))
+                taken.add((id(older), id(newer)))
+        if b.negated:
+            refusals.append(j)
+        if b.slot.startswith(("diet", "meal")):
+            diets.append(j)
+    return out
 
 
 def make_clash(older: Located, newer: Located, detector: str = "local", type_: str | None = None) -> Clash:

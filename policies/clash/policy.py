@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..messages import Message
 from ..text.statements.extract import extract
@@ -37,6 +37,7 @@ from .state import SessionState
 
 log = logging.getLogger("ctxwarden.clash")
 
+INLINE_STATEMENTS = 3  # statements compared on the event loop; more go to a worker thread
 OFFLOAD_CHARS = 300  # uncached user text above this is extracted in a worker thread (~4 µs a char: ≈1 ms)
 
 
@@ -126,7 +127,11 @@ class ClashPolicy(BasePolicy):
                 log.warning("clash judge failed (%s); request %s uses the local detector", exc, ex.request_id)
                 self.services.metrics.add("ctxwarden.clash.judge_failures", 1, model=self.config.judge_model)
                 self.record(ex, "judge_failed", error=str(exc)[:200], fallback="local")
-        return local_clashes(found)
+        if self.services.embedder is None:
+            return local_clashes(found)
+        # subjects with no word in common are matched by embeddings, as in find_clashes; off the loop
+        # (a pair of statements or two on the event loop: a thread hop would cost more than they do)
+        return await run_cpu(len(found) > INLINE_STATEMENTS, local_clashes, found, Matcher(self.services.embedder))
 
     def find_clashes(self, messages: list[Message]) -> list[Clash]:
         """The local detector on a conversation, synchronously (benches, tests): no memory, no edits."""

@@ -42,6 +42,7 @@ def stmt(
         correction=s.correction,
         step=s.new_step and not s.correction,
         request=s.imperative,
+        replaces=s.replaces,
     )
 
 

@@ -19,7 +19,9 @@ from .model import _NOT_A_NEGATION, Sentence, Statement
 from .subject import subject_of
 from .typed import typed_values
 
-_NEGATION = re.compile(r"\b(?:not|never|no longer|without)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b")
+_NEGATION = re.compile(
+    r"\b(?:not|never|no longer|without|no)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b|\b(?:stop|quit|cease)\s+\w+ing\b"
+)  # "no type hints", "stop sending the summary": the clause's action is refused
 _TYPE_LABELS = {"date": "date", "time": "time", "name": "name", "id": "value"}
 
 
@@ -44,7 +46,7 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
 
 
 _NEGATORS = {"don't", "dont", "do", "doesn't", "won't", "wont", "can't", "cannot", "never", "shouldn't", "mustn't", "isn't",
-             "aren't", "without", "no", "not", "any"}
+             "aren't", "without", "no", "not", "any", "stop", "quit", "cease"}
 
 
 def clause_statements(s: Sentence) -> Iterator[Statement]:
@@ -55,7 +57,7 @@ def clause_statements(s: Sentence) -> Iterator[Statement]:
         c1 = s.clause(c0)[1]
         if c1 - c0 < 4 or not stated(s, c0, addressed=False, own=False):
             continue
-        subject = tuple(w for w in subject_of(s, c0, c0) if w not in _NEGATORS)
+        subject = tuple(w for w in subject_of(s, c0, c0, action=True) if w not in _NEGATORS)
         content = sorted({w.lstrip("^") for w in subject if w != "|" and not w.startswith("@")})
         if len(content) < 1:
             continue

@@ -173,3 +173,17 @@ MONTHS = {
 MONTH = r"(?:" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAY = r"(?:" + "|".join(WEEKDAYS) + r")"
+
+
+# what a dish of the meal rule (rules._DISH) is made of, and what each diet leaves out
+_DISH_CLASS = {
+    **dict.fromkeys(("chicken", "beef", "steak", "lamb", "pork", "duck", "burger"), "meat"),
+    **dict.fromkeys(("fish", "salmon", "cod", "seafood", "shrimp"), "fish"),
+    **dict.fromkeys(("omelette", "omelet"), "egg"),
+}
+_DIET_EXCLUDES = {"vegetarian": {"meat", "fish"}, "vegan": {"meat", "fish", "egg"}, "pescatarian": {"meat"}}
+
+
+def diet_allows(diet: str, dish: str) -> bool:
+    """Whether a dish fits a diet: "steak" does not fit "vegetarian"; unknown dishes fit."""
+    return _DISH_CLASS.get(dish) not in _DIET_EXCLUDES.get(diet, set())

@@ -42,6 +42,7 @@ class Statement:
     correction: bool = False  # the sentence corrects something said before ("sorry, I meant ...")
     step: bool = False  # the value is the argument of a new run of a step ("retry with 150 euros")
     request: bool = False  # the sentence asks the agent to do something now ("show me page 2")
+    replaces: bool = False  # the sentence puts its value in place of an earlier one ("... instead", "rather than ...")
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -77,6 +78,12 @@ _CORRECTION = re.compile(
     r"mis(?:read|typed|spoke|remembered)|(?:got|had) it wrong|let me (?:fix|correct|rephrase)|scratch that|no wait|"
     r"wait,|actually,? make (?:it|that)|(?:should|would) have said|i said \S+ but)\b"
 )
+_REPLACE = re.compile(
+    r"\b(?:instead|rather than|in place of|(?:switch|change|move)(?:e?[ds])?\s+(?:\w+\s+){0,2}?to|make (?:it|that|them)|"
+    r"scratch that|on (?:second thought|reflection)|thinking about it|changed? (?:my|our) minds?|forget (?:the|about|it)|"
+    r"after all|no longer|any ?more)\b"
+)
+_ADDITIVE = re.compile(r"\b(?:too|also|as well|in addition|additionally|another|extra)\b")  # "a gym would be nice too" adds
 _NEW_STEP = re.compile(
     r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next|another|try|the same (?:for|with|on)|too|"
     r"as well)\b|\bthen\W*$|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
@@ -147,6 +154,7 @@ class Sentence:
     changes: bool
     correction: bool  # an explicit correction of something said before
     new_step: bool  # a request to run a step again or the next one, with other arguments
+    replaces: bool  # the sentence puts a value in place of an earlier one ("deliver it to Tacoma instead")
     boundaries: tuple[tuple[int, int], ...]  # clause separators (",", "but", ";", ...) as spans
 
     @property
@@ -228,5 +236,6 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
         changes=bool(_CHANGE.search(lower)),
         correction=bool(_CORRECTION.search(lower)),
         new_step=bool(_NEW_STEP.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
+        replaces=bool(_REPLACE.search(lower)) and not _ADDITIVE.search(lower),
         boundaries=tuple(m.span() for m in _CLAUSE.finditer(lower)),
     )

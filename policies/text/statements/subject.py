@@ -27,6 +27,7 @@ min minimum exact actual real entire full anything everything something nothing 
 """.split())
 GAP = "|"  # between two subject words that are not next to each other in the text
 _WORD = re.compile(r"[\w'’-]+")
+_OBJECT_NEXT = re.compile(r"\s+(?:the|a|an|my|our|your|this|that|these|those|it|them|me|us|all|every|each)\b")
 
 
 def lemma(word: str) -> str:
@@ -41,9 +42,10 @@ def lemma(word: str) -> str:
     return w
 
 
-def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]] = ()) -> tuple[str, ...]:
+def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]] = (), *, action: bool = False) -> tuple[str, ...]:
     """The subject words of the value at sentence-relative [vstart, vend): its clause, in order,
-    without the value, other values of the clause, function words and a leading imperative verb."""
+    without the value, other values of the clause, function words and a leading imperative verb
+    (kept, unless listed as one, when the clause itself is the `action`: "minify the bundle")."""
     c0, c1 = s.clause(vstart)
     spans = [(vstart, vend), *values]
     out: list[str] = ["@other"] if s.third_party_at(vstart) else []
@@ -52,8 +54,8 @@ def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]
         raw = m.group(0)
         low = raw.lower().replace("’", "'")
         leading, first = first, False
-        if leading and s.imperative:
-            continue  # "Set the batch size to 64": the verb is the request, not the topic
+        if leading and (s.imperative or (c0 == 0 and not action and _OBJECT_NEXT.match(s.lower, m.end()))):
+            continue  # "Set the batch size to 64", "Store the logs in S3": the verb is the request, not the topic
         if low in _FUNCTION or any(a <= m.start() < b for a, b in spans):
             if out and out[-1] != GAP:
                 out.append(GAP)  # words apart in the text are not a head and its qualifier
