@@ -27,6 +27,8 @@ never none neither either both each every all any some many much more most less 
 another such same own i me my mine we us our ours you your yours he him his she her hers they yes
 them their theirs one ones s t i'm i've i'd you're we're they're isn't aren't wasn't weren't
 don't doesn't didn't won't can't cannot couldn't shouldn't wouldn't hasn't haven't hadn't
+i'll you'll he'll she'll it'll we'll they'll he's she's it's that's there's here's what's let's
+since until unless upon onto perhaps maybe please thanks okay ok oh well around nearly almost roughly approximately
 """.split())
 NEGATORS = frozenset("not no never none neither nor cannot without n't".split())
 _NUMBER_WORDS = {w: n for n, w in enumerate(
@@ -165,7 +167,7 @@ def _dates(text: str) -> list[Slot]:
 
 
 def _numbers(text: str) -> list[Slot]:
-    out = [_quantity(text, m.start(), m.end(), _digits(m), m.group(1)) for m in _NUMBER.finditer(text)]
+    out = [_quantity(text, m.start(), m.end(), _digits(m), m.group(1), _step(m)) for m in _NUMBER.finditer(text)]
     taken = [(s.start, s.end) for s in out]
     return out + [s for s in _number_words(text) if not _overlaps(s, taken)]
 
@@ -175,27 +177,43 @@ def _digits(m: re.Match) -> float:
     return float(f"{whole}.{m.group(3)}") if m.group(3) else float(whole)
 
 
-def _quantity(text: str, start: int, end: int, amount: float, currency: str | None) -> Slot:
-    """The number with what follows it: a scale word ("3.5 million"), then a unit ("km", "euros")."""
+def _step(m: re.Match) -> float:
+    """The precision a number is given at: "8.85" to 0.01, "276" to 1, "728,000" to 1,000 (a
+    round number is read to two significant digits at least: "5,000" to 100)."""
+    if m.group(3):
+        return 10.0 ** -len(m.group(3))
+    return _round_step(re.sub(r"[,\u00a0 ]", "", m.group(2)))
+
+
+def _round_step(digits: str) -> float:
+    significant = digits.rstrip("0") or "0"
+    zeros = len(digits) - len(significant)
+    return 10.0 ** max(0, zeros - max(0, 2 - len(significant.lstrip("0"))))
+
+
+def _quantity(text: str, start: int, end: int, amount: float, currency: str | None, step: float = 1.0) -> Slot:
+    """The number with what follows it: a scale word ("3.5 million"), then a unit ("km", "euros").
+    Its value is (amount, dimension, precision), amount and precision in the dimension's base unit."""
     rest = text[end:]
     # "3.5 million"; "$3.5m" and "5k" only with a currency or glued on ("8,849 m" is metres)
     scale = re.match(r"\s*(hundred|thousand|million|billion|trillion)\b", rest, re.I) or (
         re.match(r"(k|mn|m|bn|b)\b", rest, re.I) if currency or re.match(r"[kK]\b", rest) else None)
     if scale:
         word = scale.group(1).lower()
-        amount *= _SCALES.get(word, {"k": 1e3, "m": 1e6, "mn": 1e6, "b": 1e9, "bn": 1e9}.get(word, 1))
+        scaled = _SCALES.get(word, {"k": 1e3, "m": 1e6, "mn": 1e6, "b": 1e9, "bn": 1e9}.get(word, 1))
+        amount, step = amount * scaled, step * scaled
         end += scale.end()
         rest = text[end:]
     unit_match = re.match(r"\s*(km/h|°[cf]|%|[a-zA-Z]+)", rest)
     dim = "count"
     if currency:
         dim, factor = _UNITS[currency]
-        amount *= factor
+        amount, step = amount * factor, step * factor
     elif unit_match and unit_match.group(1).lower() in _UNITS:
         dim, factor = _UNITS[unit_match.group(1).lower()]
-        amount *= factor
+        amount, step = amount * factor, step * factor
         end += unit_match.end()
-    return Slot("number", text[start:end].strip(), start, end, (amount, dim))
+    return Slot("number", text[start:end].strip(), start, end, (amount, dim, step))
 
 
 def _number_words(text: str) -> list[Slot]:
@@ -219,7 +237,7 @@ def _number_words(text: str) -> list[Slot]:
         while j > i and spans[j - 1][2] == "and":
             j -= 1
         if used:
-            slot = _quantity(text, spans[i][0], spans[j - 1][1], total + current, None)
+            slot = _quantity(text, spans[i][0], spans[j - 1][1], total + current, None, _round_step(str(int(total + current))))
             if used >= 2 or slot.value[1] != "count":
                 out.append(slot)
             i = j
@@ -234,7 +252,7 @@ def _names(text: str) -> list[Slot]:
     out: list[Slot] = []
     for m in re.finditer(r"[\"“]([^\"”]{2,80})[\"”]", text):
         out.append(Slot("name", m.group(1), m.start(1), m.end(1), name_key(m.group(1))))
-    tokens = list(re.finditer(r"[\w][\w'’.\-]*", text))
+    tokens = _tokens(text)
     run: list[re.Match] = []
     for tok in tokens + [None]:
         joined = tok is not None and (not run or text[run[-1].end():tok.start()].isspace())
@@ -244,6 +262,24 @@ def _names(text: str) -> list[Slot]:
         _close_run(run, text, out)
         run = [tok] if tok is not None and _is_name_word(tok, text, []) else []
     return out
+
+
+_TOKEN = re.compile(r"[\w][\w'’.\-]*")
+# a missing space between two texts ("...starring Ophelia LovibondNo Strings Attached", "...was
+# released 20112011 was"): a lower-case run then a capital is where one word ended and the next began
+_GLUED = re.compile(r"(?<=[a-z]{4})(?=[A-Z][a-z])|(?<=[a-z]{3})(?=\d{4}\b)|(?<=\d)(?=[A-Z][a-z])")
+
+
+def _tokens(text: str) -> list[re.Match]:
+    out = []
+    for tok in _TOKEN.finditer(text):
+        cuts = [m.start() for m in _GLUED.finditer(tok.group(0))]
+        if not cuts:
+            out.append(tok)
+            continue
+        bounds = [0, *cuts, len(tok.group(0))]
+        out += [_TOKEN.match(text, tok.start() + a, tok.start() + b) for a, b in zip(bounds, bounds[1:])]
+    return [t for t in out if t]
 
 
 def _close_run(run: list, text: str, out: list[Slot]) -> None:
@@ -316,13 +352,17 @@ def _dates_agree(x: tuple, y: tuple) -> bool:
 
 
 def _numbers_agree(x: tuple, y: tuple) -> bool:
-    (a, dim_a), (b, dim_b) = x, y
+    """Equal at the precision the less precise one is given at: "8.85 km" is 8,849 m rounded,
+    "29,032 ft" is 8,849 m converted; 276 is not 275, 728,000 is not 722,664."""
+    (a, dim_a), (b, dim_b) = x[:2], y[:2]
     if dim_a != dim_b and "count" not in (dim_a, dim_b):
         return False
     if a == b:
         return True
+    if len(x) > 2 and len(y) > 2:
+        return abs(a - b) <= 0.5 * max(x[2], y[2]) * 1.001 + 1e-9
     big = max(abs(a), abs(b))
-    return big > 0 and abs(a - b) / big <= 0.015  # 8,849 m vs "8.85 km": rounding, not a different value
+    return big > 0 and abs(a - b) / big <= 0.015
 
 
 def names_agree(x: tuple[str, ...], y: tuple[str, ...]) -> bool:
@@ -340,4 +380,19 @@ def _word_match(a: str, b: str) -> bool:
     if a == b:
         return True
     n = min(len(a), len(b))
-    return n >= 4 and a[:n] == b[:n] and max(len(a), len(b)) - n <= 3 and n >= max(len(a), len(b)) - 3
+    if n >= 4 and a[:n] == b[:n] and max(len(a), len(b)) - n <= 3 and n >= max(len(a), len(b)) - 3:
+        return True
+    return n >= 5 and a[0] == b[0] and _one_edit(a, b)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """A misspelling: one letter added, dropped, changed or two swapped ("Thorne" / "Throne",
+    "Siddhartha" / "Siddharta", "Johansson" / "Johanson")."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
+    return short[i:] == long[i + 1:]

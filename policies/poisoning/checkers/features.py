@@ -15,22 +15,23 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ...text.slots import Slot, agree, content_words, fold, negated, slots
+from ...text.slots import Slot, agree, content_words, fold, slots
 from .base import ClaimToCheck, Evidence
+from .roles import additive, clauses, in_list, negated_statement, role, same_role
 
 # Weights of the contradiction score (a logistic model over the features below), fitted on the
 # dev half of HaluEval QA with bench/poisoning.py --fit; the held-out half reports the result.
 WEIGHTS = {
-    "bias": -0.66,
-    "unbacked_slots": 2.21,  # share of the answer's own names/quantities/dates the evidence lacks
-    "unbacked_words": 5.19,  # share of the answer's own content words the evidence lacks
-    "unbacked_any": 2.54,  # any of its own names/quantities/dates unbacked
-    "value_conflict": 0.5,  # a quantity/date of the same kind with another value (also counted as unbacked)
-    "name_conflict": 1.28,  # an unbacked name where the evidence has one the question did not give
-    "negation_conflict": 1.7,
-    "coverage": -0.73,
-    "distance": 1.11,  # 1 - cosine similarity of question + claim and the closest evidence sentence
-    "rival_predicate": 1.95,  # the claim's predicate words sit in evidence with another name
+    "bias": -1.15,
+    "unbacked_slots": 2.41,  # share of the answer's own names/quantities/dates the evidence lacks
+    "unbacked_words": 5.07,  # share of the answer's own content words the evidence lacks
+    "unbacked_any": 2.79,  # any of its own names/quantities/dates unbacked
+    "value_conflict": 0.43,  # a quantity/date of the same kind with another value (also counted as unbacked)
+    "name_conflict": 0.58,  # an unbacked name where the evidence has one the question did not give
+    "negation_conflict": 1.74,
+    "coverage": -0.24,
+    "distance": 0.95,  # 1 - cosine similarity of question + claim and the closest evidence sentence
+    "rival_predicate": 2.06,  # the claim's predicate words sit in evidence with another name
 }
 
 FLOORS = {"value_conflict": 0.92, "negation_conflict": 0.85, "name_conflict": 0.85}
@@ -138,43 +139,77 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
                       own_slots=said, unbacked=unbacked, own_words=len(own_words),
                       unbacked_words=len(own_words - ev_words))
     aligned = f.best_evidence.sentence
-    about = [x for x in evidence if _mentions_subject(x.window, asked, said)] or [f.best_evidence]
-    f.value_conflict = any(_conflicts(s, _slots_of(x.sentence)) for x in about for s in unbacked
-                           if s.kind in ("number", "date"))
+    about = [x for x in evidence if _mentions_subject(x.window, asked, said)]
+    if not about and not _subject_names(asked, said):  # "It opened in 1925": the closest evidence
+        about = [f.best_evidence]
+    names = _names(claim.text)  # once: a long claim's slots are not cached, and it may hold hundreds of values
+    single = [s for s in unbacked if s.kind in ("number", "date") and _single_value(claim.text, s, names)]
+    f.value_conflict = any(_conflicts(s, _slots_of(x.sentence)) for x in about for s in single)
     about_slots = _slots_of(" ".join(x.window for x in about))
     off_subject = [s for s in said if s.kind == "name" and not any(agree(s, e) for e in about_slots)]
-    f.name_conflict = _name_conflict(claim, aligned, unbacked, off_subject, asked, said)
+    f.name_conflict = _name_conflict(claim, f.best_evidence, off_subject, asked, said)
     f.similarity = max(e.similarity for e in evidence)
     f.rival_predicate = _rival_predicate(claim, said, asked, own_words)
-    f.negation_conflict = (len(_words_of(claim.text)) >= 3 and negated(claim.text) != negated(aligned)
-                           and _overlap(claim.text, aligned) >= 0.6)
+    f.negation_conflict = _negation_conflict(claim.text, aligned)
     return f
+
+
+def _negation_conflict(text: str, aligned: str) -> bool:
+    """One says the opposite of the other: a clause of the claim that restates the aligned
+    evidence (most of its words are there) with a negation the evidence lacks, or without the one
+    it has. Negators inside names ("No Strings Attached") negate nothing."""
+    ev_negated = negated_statement(aligned, _names(aligned))
+    return any(len(_words_of(c)) >= 3 and negated_statement(c, _names(c)) != ev_negated and _overlap(c, aligned) >= 0.6
+               for c in clauses(text))
+
+
+def _names(text: str) -> list[Slot]:
+    return [s for s in _slots_of(text) if s.kind == "name"]
 
 
 def _mentions_subject(window: str, asked: tuple[Slot, ...], said: list[Slot]) -> bool:
     """Evidence about the same subject: it names what the question (else the claim) names."""
-    names = [s for s in asked if s.kind == "name"] or [s for s in said if s.kind == "name"][:1]  # "X is in Y": X
+    names = _subject_names(asked, said)
     ev = _slots_of(window)
     return any(agree(n, e) for n in names for e in ev)
 
 
-def _name_conflict(claim: ClaimToCheck, aligned: str, unbacked: list[Slot], off_subject: list[Slot],
+def _subject_names(asked: tuple[Slot, ...], said: list[Slot]) -> list[Slot]:
+    """What the claim is about: the names the question gives and the claim's first ("X is in Y": X)."""
+    return [s for s in asked if s.kind == "name"] + [s for s in said if s.kind == "name"][:1]
+
+
+def _name_conflict(claim: ClaimToCheck, evidence: Evidence, off_subject: list[Slot],
                    asked: tuple[Slot, ...], said: list[Slot]) -> bool:
-    """A name the evidence about the subject lacks where that evidence names another in the same
-    role: the word before the name ("in London" / "in Paris", "by X" / "by Y"). A "Paris" found
-    only in a passage about the Louvre does not back "the Eiffel Tower is in Paris". (Any other
-    name merely next to the claim's is no rival: in open conversation the KB is rarely complete.)"""
-    rivals = [e for e in _slots_of(aligned) if e.kind == "name" and not any(agree(e, q) for q in asked)
-              and not any(agree(e, s) for s in said)]
-    if not rivals:
+    """A name the evidence about the subject lacks where that evidence gives the same role of the
+    same subject to another ("stands in Berlin" / "in Paris", "directed by X" / "directed by Y").
+    A "Paris" found only in a passage about the Louvre does not back "the Eiffel Tower is in
+    Paris". A name the KB never puts in that role for that subject is unverifiable, not wrong: in
+    open conversation the KB is rarely complete, and a claim that adds a value ("she also wrote",
+    a list of titles) fills a role that holds many."""
+    if not off_subject or additive(claim.text):
         return False
-    # no word before the name (it opens the sentence: "Fantastic movie.") is no role at all
-    return any(role and role == _role(aligned, r) for s in off_subject if (role := _role(claim.text, s)) for r in rivals)
+    subject = [s for s in asked if s.kind == "name"] + [s for s in said if s.kind == "name" and s not in off_subject]
+    roles = [r for s in off_subject if not in_list(claim.text, s) and (r := role(claim.text, s))]
+    for ev in (evidence, *(e for e in claim.evidence if e.doc_id == evidence.doc_id)):
+        # the aligned passage's document, about the same subject ("It was directed by X": the sentence before names it)
+        if roles and (not subject or any(agree(n, e) for n in subject for e in _slots_of(ev.window))):
+            rivals = [e for e in _slots_of(ev.sentence) if e.kind == "name" and not any(agree(e, q) for q in asked)
+                      and not any(agree(e, s) for s in said)]
+            if any(same_role(mine, role(ev.sentence, r)) for r in rivals for mine in roles):
+                return True
+    return False
 
 
-def _role(text: str, slot: Slot) -> str:
-    before = text[: slot.start].split()
-    return before[-1].lower().strip(",;:(") if before else ""
+def _single_value(text: str, slot: Slot, names: list[Slot]) -> bool:
+    """A value the claim gives as the one value of its slot: not one of a list ("in 2009 and
+    2010"), not a bare count inside a title ("Spy Kids 3-D", "Reno 911")."""
+    if in_list(text, slot):
+        return False
+    if slot.kind == "number" and slot.value[1] == "count":
+        gap = [text[n.end:slot.start] for n in names if n.end <= slot.start]
+        return not (gap and not gap[-1].strip() or text[slot.end:][:1] in ("-", "'"))
+    return True
 
 
 def _rival_predicate(claim: ClaimToCheck, said: list[Slot], asked: tuple[Slot, ...], own: frozenset[str]) -> bool:
