@@ -107,6 +107,12 @@ def stream_table(fake_url: str, urls: dict[str, str], runs: int) -> None:
     for name, values in firsts.items():
         added = statistics.median(values) - direct
         print(f"  {name:30} added {added:7.3f} ms   × floor {added / floor:5.2f}")
+    default = urls["ctxwarden, default policies"]
+    httpx.post(f"{default}/admin/kb/documents", headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=60,
+               json={"documents": [{"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]}).raise_for_status()
+    again = stream_firsts(fake_url, {"upstream": urls["upstream"], "default": default}, SMALL, runs)
+    added = statistics.median(again["default"]) - statistics.median(again["upstream"])
+    print(f"  {'default policies, KB loaded':30} added {added:7.3f} ms   × floor {added / floor:5.2f}")
 
 
 def agent_loop_table(fake_url: str, url: str, floor_p50: float, runs: int) -> None:

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
 from .checkers.base import CONTRADICTED, SUPPORTED, ClaimVerdict
 
 WEIGHTS = {"relevance": 0.3, "accuracy": 0.4, "freshness": 0.1, "completeness": 0.2}
@@ -68,6 +70,6 @@ def required_fields(fmt: Any) -> list[str]:
 
 
 def relevance(answer_vector: Sequence[float] | None, query_vector: Sequence[float] | None) -> float:
-    if not answer_vector or not query_vector:
+    if answer_vector is None or query_vector is None or not len(answer_vector) or not len(query_vector):
         return 1.0  # nothing to compare with (no user message): not a relevance problem
-    return max(0.0, min(1.0, sum(a * b for a, b in zip(answer_vector, query_vector))))
+    return max(0.0, min(1.0, float(np.dot(answer_vector, query_vector))))  # unit vectors: the cosine
