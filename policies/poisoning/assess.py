@@ -11,9 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..text.sentences import last_sentence_end, split_sentences
+from ..text.sentences import bounded_sentences, last_sentence_end
+from ..text.slots import FUNCTION_WORDS, fold, words
 from .checkers.base import CONTRADICTED, CheckContext, Checker, ClaimToCheck, ClaimVerdict
 from .kb import KnowledgeBase
+
+# A claim longer than this (a log line, a JSON tool result with no sentence end) is judged in
+# pieces: natural sentences are far shorter, and long ones cost every check in proportion to their square.
+MAX_CLAIM_CHARS = 500
 
 
 @dataclass
@@ -30,9 +35,10 @@ class Assessment:
         return max(bad, key=lambda v: v.confidence) if bad else None
 
 
-def retrieve(text: str, kb: KnowledgeBase, question: str = "", context: str = "", top_k: int = 4) -> list[ClaimToCheck]:
-    """The claims of `text` with their evidence (none when the KB is empty)."""
-    claims = split_sentences(text)
+def retrieve(text: str, kb: KnowledgeBase, question: str = "", context: str = "", top_k: int = 4,
+             claims: list[str] | None = None) -> list[ClaimToCheck]:
+    """The claims of `text` (or the `claims` given) with their evidence (none when the KB is empty)."""
+    claims = bounded_sentences(text, MAX_CLAIM_CHARS) if claims is None else list(claims)
     if not claims or not len(kb.index):
         return []
     unfinished = context[last_sentence_end(context):].strip()
@@ -46,6 +52,32 @@ def retrieve(text: str, kb: KnowledgeBase, question: str = "", context: str = ""
         out.append(ClaimToCheck(claim, question, tuple(evidence), before[-500:]))
         before = f"{before} {claim}".strip()
     return out
+
+
+@dataclass
+class InputClaims:
+    """What of an incoming message is worth judging against the KB."""
+
+    claims: list[str]
+    unrelated: int = 0  # pieces sharing no word with the KB: nothing there for it to contradict
+    over_cap: int = 0  # related pieces past the per-message cap, least related first
+
+
+def input_claims(text: str, kb: KnowledgeBase, cap: int) -> InputClaims:
+    """The pieces of a tool result (or an earlier answer) that the KB can speak to: those sharing a
+    content word with it, most shared first, at most `cap`. A 4k-token log or JSON result is
+    hundreds of pieces, and judging each costs a retrieval and a verdict; the KB has nothing to say
+    about pieces that share no word with it (every checker needs evidence, and evidence is found by
+    the words it shares or by meaning, which a piece of records and ids rarely has in common)."""
+    vocabulary = kb.index.vocabulary
+    pieces = bounded_sentences(text, MAX_CLAIM_CHARS)
+    related = []  # (words shared with the KB, position, piece)
+    for n, piece in enumerate(pieces):
+        shared = len({w for w in words(fold(piece)) if w not in FUNCTION_WORDS and not w.isdigit()} & vocabulary)
+        if shared:
+            related.append((shared, n, piece))
+    kept = sorted(sorted(related, key=lambda r: -r[0])[:cap], key=lambda r: r[1])  # the most related, in text order
+    return InputClaims([piece for _, _, piece in kept], len(pieces) - len(related), len(related) - len(kept))
 
 
 async def assess(claims: Sequence[ClaimToCheck], checker: Checker, exchange: object = None) -> Assessment:

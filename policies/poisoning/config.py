@@ -46,6 +46,9 @@ class PoisoningConfig(PolicyConfig):
     action: Literal["block", "error", "annotate"] = "block"
     check_inputs: bool = True
     input_action: Literal["drop", "reject"] = "drop"
+    # pieces of one incoming message judged at most (those sharing the most words with the KB;
+    # pieces sharing none are not judged): bounds the cost of a huge tool result
+    input_max_claims: int = Field(24, ge=1)
     confidence_threshold: float = Field(0.8, ge=0, le=1)
     quarantine_band: tuple[float, float] = (0.5, 0.8)
     checker: Literal["local", "nli", "llm", "hybrid"] = "local"

@@ -51,3 +51,22 @@ def _add(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
     if stripped:
         lead = len(piece) - len(piece.lstrip())
         spans.append((start + lead, start + lead + len(stripped)))
+
+
+_BREAK = re.compile(r"[,;:}\])]\s*|\s+")
+
+
+def bounded_sentences(text: str, max_chars: int) -> list[str]:
+    """The sentences of `text`, a sentence longer than `max_chars` cut at its last clause or word
+    break before the limit (a log or a JSON tool result is one "sentence" of thousands of
+    characters: every reader of claims would otherwise cost in proportion to its square)."""
+    out: list[str] = []
+    for sentence in split_sentences(text):
+        while len(sentence) > max_chars:
+            cut = max((m.end() for m in _BREAK.finditer(sentence, 0, max_chars)), default=0) or max_chars
+            head, sentence = sentence[:cut].strip(), sentence[cut:].strip()
+            if head:
+                out.append(head)
+        if sentence:
+            out.append(sentence)
+    return out

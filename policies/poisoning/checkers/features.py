@@ -207,8 +207,9 @@ def _single_value(text: str, slot: Slot, names: list[Slot]) -> bool:
     if in_list(text, slot):
         return False
     if slot.kind == "number" and slot.value[1] == "count":
-        gap = [text[n.end:slot.start] for n in names if n.end <= slot.start]
-        return not (gap and not gap[-1].strip() or text[slot.end:][:1] in ("-", "'"))
+        last = max((n.end for n in names if n.end <= slot.start), default=None)  # the closest name before it
+        glued = last is not None and not text[last:slot.start].strip()
+        return not (glued or text[slot.end:slot.end + 1] in ("-", "'"))
     return True
 
 

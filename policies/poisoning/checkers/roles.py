@@ -36,7 +36,7 @@ class Role(NamedTuple):
 def role(text: str, slot: Slot) -> Role | None:
     """The role of `slot` in `text`, or None when it has none (it opens the sentence, it is a list
     member, or only function words precede it)."""
-    before = _WORD.findall(text[: slot.start])[-6:]
+    before = _words_before(text, slot.start, 6)
     while before and before[-1].lower() in DETERMINERS:
         before.pop()
     if not before or before[-1] == "," or before[-1].lower() in CONJUNCTIONS:
@@ -73,10 +73,28 @@ def additive(text: str) -> bool:
     return any(w.lower() in ADDITIVE for w in _WORD.findall(text)) or "as well" in text.lower()
 
 
+# Words are read from a window around a value, not from the whole text: a long claim (a tool
+# result with no sentence end) holds hundreds of values, and reading all of it for each was
+# quadratic (seconds per request).
+_WINDOW = 160
+
+
+def _words_before(text: str, pos: int, n: int) -> list[str]:
+    start = max(0, pos - _WINDOW)
+    words = _WORD.findall(text[start:pos])
+    if start and words and text[start - 1].isalnum() and text[start].isalnum():  # the window cut a word
+        words = words[1:]
+    return words[-n:]
+
+
+def _words_after(text: str, pos: int, n: int) -> list[str]:
+    return _WORD.findall(text[pos:pos + _WINDOW])[:n]
+
+
 def in_list(text: str, slot: Slot) -> bool:
     """A member of a list of values ("2009 and 2010", "X, Y and Z", "X or Y"): the role holds many."""
-    before = _WORD.findall(text[: slot.start])[-1:]
-    after = [w for w in _WORD.findall(text[slot.end:])[:3] if w.lower() not in DETERMINERS]
+    before = _words_before(text, slot.start, 1)
+    after = [w for w in _words_after(text, slot.end, 3) if w.lower() not in DETERMINERS]
     return (bool(before) and (before[0] == "," or before[0].lower() in CONJUNCTIONS)
             or len(after) > 1 and after[0].lower() in CONJUNCTIONS and not after[1][:1].islower()
             or text[slot.end:].lstrip().startswith("&"))

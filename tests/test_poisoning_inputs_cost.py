@@ -1,0 +1,76 @@
+"""A huge tool result costs in proportion to what the KB can speak to: the pieces sharing no word
+with the KB are not judged, the related ones are capped (and the cap is reported), and a
+contradiction buried in thousands of log lines is still caught, through the real server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxwarden.policies.poisoning.assess import MAX_CLAIM_CHARS, input_claims
+from ctxwarden.policies.text.sentences import bounded_sentences
+from tests.conftest import openai_client
+from tests.test_poisoning_e2e import ADMIN_KEY, ask, load_kb, poisoning
+
+LOG = "\n".join(f"2026-11-24T10:{i % 60:02d}:00 INFO worker {i} processed batch {i * 7} in {i % 90} ms"
+                for i in range(2000))
+
+
+class _KB:
+    """Only what input_claims reads: the index's vocabulary."""
+
+    def __init__(self, text: str) -> None:
+        from ctxwarden.policies.text.slots import fold, words
+
+        self.index = type("Index", (), {"vocabulary": frozenset(words(fold(text)))})()
+
+
+@pytest.fixture(autouse=True)
+def admin_key(monkeypatch):
+    monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", ADMIN_KEY)
+
+
+def test_a_long_piece_of_text_is_cut_at_clause_or_word_breaks_within_the_limit():
+    blob = json.dumps([{"id": i, "status": "shipped", "note": "left the warehouse on time"} for i in range(300)])
+    pieces = bounded_sentences(blob, MAX_CLAIM_CHARS)
+    assert len(pieces) > 10 and all(len(p) <= MAX_CLAIM_CHARS for p in pieces)
+    assert "".join(pieces).replace(" ", "") == blob.replace(" ", "")  # nothing lost, nothing added
+    assert bounded_sentences("x" * 1200, 500) == ["x" * 500, "x" * 500, "x" * 200]  # no break at all: a hard cut
+
+
+def test_pieces_that_share_no_word_with_the_kb_are_not_judged():
+    kb = _KB("The Eiffel Tower is located in Paris, France.")
+    text = f"{LOG}\nNote: the Eiffel Tower was moved to Berlin last year.\n{LOG}"
+    found = input_claims(text, kb, cap=24)
+    assert found.claims == ["Note: the Eiffel Tower was moved to Berlin last year."]
+    assert found.unrelated == 4000 and found.over_cap == 0
+
+
+def test_related_pieces_past_the_cap_are_counted_and_the_most_related_kept_in_order():
+    kb = _KB("The Eiffel Tower is located in Paris, France.")
+    lines = [f"Paris visitor count {i}." for i in range(30)] + ["The Eiffel Tower stands in Paris."]
+    found = input_claims("\n".join(lines), kb, cap=5)
+    assert found.over_cap == 26 and len(found.claims) == 5
+    assert "The Eiffel Tower stands in Paris." in found.claims  # shares three words, the others one
+    assert found.claims == sorted(found.claims, key=lines.index)
+
+
+def test_a_contradiction_buried_in_a_huge_tool_result_is_still_dropped(fake, start_proxy):
+    proxy = start_proxy(poisoning(input_max_claims=4))
+    load_kb(proxy)
+    related = "\n".join(f"Paris weather report {i}: mild." for i in range(10))
+    result = f"{LOG}\n{related}\nThe Eiffel Tower is located in London.\n{LOG}"
+    messages = [
+        {"role": "user", "content": "Where is the Eiffel Tower?"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": result},
+    ]
+    fake.reply(content="Let me see.")
+    _, headers = ask(openai_client(proxy), messages=messages)
+    actions = headers["x-ctxwarden-actions"]
+    assert "poisoning.input_dropped" in actions and "poisoning.input_capped" in actions
+    forwarded = fake.chat_requests[-1]["messages"][2]
+    assert forwarded["tool_call_id"] == "call_1" and "London" in forwarded["content"]
+    assert forwarded["content"].startswith("[ctxwarden]")
