@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Status, StatusCode
 
 from ctxwarden.policies.base import Answer, BasePolicy, Block, Exchange, Outcome, Reject, Respond, Services, Verdict
 from ctxwarden.policies.budget import BudgetPolicy
@@ -86,35 +86,42 @@ class Pipeline:
                 log.exception("policy %s failed in on_complete", policy.name)
 
     async def _call(self, policy: Any, hook: str, ex: Exchange, *args: Any, span_name: str | None = None) -> Verdict | None:
-        name = span_name or policy.name
-        before = len(ex.actions)
-        messages, tools = ex.messages, ex.tools
-        start = time.perf_counter()
-        with self.telemetry.tracer.start_as_current_span(f"ctxwarden.policy {name}") as span:
-            span.set_attribute("ctxwarden.policy", policy.name)
-            span.set_attribute("ctxwarden.hook", hook)
-            try:
-                verdict = await getattr(policy, hook)(ex, *args)
-            except Exception as exc:
-                # Fail safe and say so (invariant 5): undo the policy's partial edits, carry on.
-                ex.messages, ex.tools = messages, tools
-                log.exception("policy %s failed in %s; request continues unchanged by it", policy.name, hook)
-                ex.record(policy.name, "failed", error=type(exc).__name__)
-                self.services.metrics.add("ctxwarden.policy.failures", 1, policy=policy.name)
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, str(exc)))
-                verdict = None
-            for action in ex.actions[before:]:
-                span.add_event(action.label, {k: _attr(v) for k, v in action.detail.items()})
-            if verdict is not None:
-                span.set_attribute("ctxwarden.verdict", type(verdict).__name__)
-                ex.notes.verdict_by = policy.name  # who refused or answered: read in on_complete
-            self.services.metrics.record(
-                "ctxwarden.policy.duration_ms", (time.perf_counter() - start) * 1000, policy=policy.name, hook=hook
-            )
+        if not self.telemetry.exported:  # no span receiver: not even a no-op span on this path
+            verdict = await self._run(policy, hook, ex, args, INVALID_SPAN)
+        else:
+            with self.telemetry.tracer.start_as_current_span(f"ctxwarden.policy {span_name or policy.name}") as span:
+                span.set_attribute("ctxwarden.policy", policy.name)
+                span.set_attribute("ctxwarden.hook", hook)
+                verdict = await self._run(policy, hook, ex, args, span)
         if verdict is not None and not isinstance(verdict, (Reject, Respond, Block)):
             log.error("policy %s returned %r, which is not a verdict; ignored", policy.name, verdict)
             return None
+        return verdict
+
+    async def _run(self, policy: Any, hook: str, ex: Exchange, args: tuple, span: Any) -> Any:
+        before = len(ex.actions)
+        messages, tools = ex.messages, ex.tools
+        start = time.perf_counter()
+        try:
+            verdict = await getattr(policy, hook)(ex, *args)
+        except Exception as exc:
+            # Fail safe and say so (invariant 5): undo the policy's partial edits, carry on.
+            ex.messages, ex.tools = messages, tools
+            log.exception("policy %s failed in %s; request continues unchanged by it", policy.name, hook)
+            ex.record(policy.name, "failed", error=type(exc).__name__)
+            self.services.metrics.add("ctxwarden.policy.failures", 1, policy=policy.name)
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, str(exc)))
+            verdict = None
+        if span.is_recording():
+            for action in ex.actions[before:]:
+                span.add_event(action.label, {k: _attr(v) for k, v in action.detail.items()})
+        if verdict is not None:
+            span.set_attribute("ctxwarden.verdict", type(verdict).__name__)
+            ex.notes.verdict_by = policy.name  # who refused or answered: read in on_complete
+        self.services.metrics.record(
+            "ctxwarden.policy.duration_ms", (time.perf_counter() - start) * 1000, policy=policy.name, hook=hook
+        )
         return verdict
 
     async def aclose(self) -> None:

@@ -22,6 +22,10 @@ def metric_lines(proxy, prefix: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(prefix)]
 
 
+def metric_value(proxy, prefix: str) -> float:
+    return float(metric_lines(proxy, prefix)[0].rsplit(" ", 1)[1])
+
+
 def loops_config(**loops) -> dict:
     policies = policies_off("loops")
     policies["loops"] = {"enabled": True, **loops}
@@ -40,8 +44,8 @@ def test_stop_answers_from_the_proxy_without_calling_upstream(fake, start_proxy)
     assert "search_flights(" in text and "get_price(" in text and "3 times" in text
     assert raw.headers["x-ctxwarden-actions"] == "loops.stop"
     assert fake.chat_requests == []
-    assert metric_lines(proxy, 'ctxwarden_loops_detected_total{kind="cycle"}')[0].endswith(" 1")
-    assert metric_lines(proxy, "ctxwarden_loops_stops_total")[0].endswith(" 1")
+    assert metric_value(proxy, 'ctxwarden_loops_detected_total{kind="cycle"}') == 1
+    assert metric_value(proxy, "ctxwarden_loops_stops_total") == 1
 
 
 def test_stop_while_streaming(fake, start_proxy):
@@ -80,8 +84,8 @@ def test_inject_adds_a_note_then_stops_the_continued_loop(fake, start_proxy):
     assert raw2.headers["x-ctxwarden-actions"] == "loops.stop"
     assert "after a note" in raw2.parse().choices[0].message.content
     assert len(fake.chat_requests) == 1  # the continued loop never reached the upstream
-    assert metric_lines(proxy, "ctxwarden_loops_injections_total")[0].endswith(" 1")
-    assert metric_lines(proxy, "ctxwarden_loops_stops_total")[0].endswith(" 1")
+    assert metric_value(proxy, "ctxwarden_loops_injections_total") == 1
+    assert metric_value(proxy, "ctxwarden_loops_stops_total") == 1
 
 
 def test_retry_counter_per_session(fake, start_proxy):
@@ -99,7 +103,7 @@ def test_retry_counter_per_session(fake, start_proxy):
         assert err.value.code == "context_length_exceeded"
     stopped = ask("alice", oversized).choices[0].message.content  # the 4th retry: the proxy answers
     assert "stopped retrying" in stopped and "budget.reject ×3" in stopped
-    assert metric_lines(proxy, "ctxwarden_loops_retries_exhausted_total")[0].endswith(" 1")
+    assert metric_value(proxy, "ctxwarden_loops_retries_exhausted_total") == 1
     with pytest.raises(openai.BadRequestError):  # another session is unaffected
         ask("bob", oversized)
     assert fake.chat_requests == []

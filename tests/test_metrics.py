@@ -1,0 +1,73 @@
+"""The metrics facade: in-process aggregation, Prometheus exposition by prometheus_client."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from ctxwarden.proxy.metrics import LATENCY_MS, SHARE, Metrics, buckets_for
+from ctxwarden.proxy.telemetry import Telemetry
+
+
+def families(text: str) -> dict[str, object]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_exposition_has_help_and_type_and_parses_as_prometheus_text():
+    t = Telemetry()
+    t.metrics.add("ctxwarden.requests", 1, model="gpt-4o", status=200)
+    t.metrics.add("ctxwarden.requests", 2, model="gpt-4o", status=200)
+    t.metrics.record("ctxwarden.request.duration_ms", 3.2, model="gpt-4o")
+    t.metrics.gauge("ctxwarden.quarantine.pending", 4)
+    text = t.prometheus_text()
+    assert "# HELP ctxwarden_requests_total" in text and "# TYPE ctxwarden_request_duration_ms histogram" in text
+    parsed = families(text)
+    requests = parsed["ctxwarden_requests"]
+    assert requests.type == "counter"
+    assert [(s.labels, s.value) for s in requests.samples if s.name.endswith("_total")] == [
+        ({"model": "gpt-4o", "status": "200"}, 3.0)]
+    duration = {s.labels.get("le"): s.value for s in parsed["ctxwarden_request_duration_ms"].samples
+                if s.name.endswith("_bucket")}
+    assert duration["2.5"] == 0 and duration["5"] == 1 and duration["+Inf"] == 1
+    assert parsed["ctxwarden_quarantine_pending"].samples[0].value == 4
+
+
+def test_buckets_fit_what_a_histogram_measures():
+    assert buckets_for("ctxwarden.policy.duration_ms") == LATENCY_MS
+    assert buckets_for("ctxwarden.validation.quality") == SHARE
+    assert buckets_for("ctxwarden.budget.usage") == SHARE
+    assert max(buckets_for("ctxwarden.tokens.before")) >= 100_000  # token counts, not milliseconds
+    m = Metrics()
+    for value in (0.12, 0.55, 0.97):
+        m.record("ctxwarden.validation.quality", value)
+    point = m.snapshot()[0]
+    assert point["count"] == 3 and sum(point["buckets"]) == 3 and point["buckets"][-1] == 0  # nothing past 1.0
+
+
+def test_no_increment_is_lost_between_threads():
+    m = Metrics()
+
+    def hammer():
+        for _ in range(20_000):
+            m.add("hits", 1, policy="x")
+            m.record("lat_ms", 1.0, policy="x")
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    points = {p["name"]: p for p in m.snapshot()}
+    assert points["hits"]["value"] == 80_000 and points["lat_ms"]["count"] == 80_000
+
+
+def test_the_real_server_serves_parseable_metrics(start_proxy):
+    proxy = start_proxy()
+    httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    response = httpx.get(f"{proxy.url}/metrics")
+    parsed = families(response.text)
+    assert response.status_code == 200
+    assert any(s.value >= 1 for s in parsed["ctxwarden_requests"].samples if s.name == "ctxwarden_requests_total")
+    assert {s.labels["policy"] for s in parsed["ctxwarden_policy_duration_ms"].samples} >= {"loops", "poisoning", "clash"}
