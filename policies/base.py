@@ -161,6 +161,7 @@ class RequestNotes:
     answer_kind: str | None = None
     validation: dict[str, Any] | None = None  # the answer's quality scores, as poisoning reported them
     extra: dict[str, Any] = field(default_factory=dict)  # third-party policies: key by your policy name
+    started: float = 0.0  # time.perf_counter() when the proxy received the request (set by the proxy)
 
 
 # A tenant names a namespace of state and storage; one rule for the header and the admin API.

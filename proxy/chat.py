@@ -136,7 +136,7 @@ class ChatHandler:
                 raw = await read_body(request, self.max_body_mb)
                 body = parse_json_body(raw)
                 check_chat_body(body)
-                ex = self._exchange(request_id, body, request.headers, len(raw))
+                ex = self._exchange(request_id, body, request.headers, len(raw), started)
                 span.update_name(f"chat {ex.model}")
                 span.set_attribute("gen_ai.request.model", ex.model)
                 span.set_attribute("ctxwarden.session", ex.session_id)
@@ -157,7 +157,7 @@ class ChatHandler:
                                 model=ex.model if ex else None)
             return response
 
-    def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int) -> Exchange:
+    def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
         model = body["model"]
         hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
         ex = Exchange(
@@ -174,6 +174,7 @@ class ChatHandler:
             body_bytes=body_bytes,
         )
         ex.notes.upstream_headers = self.upstream.request_headers(headers)
+        ex.notes.started = started
         return ex
 
     def _finish_headers(self, response: Response, request_id: str, ex: Exchange | None) -> None:

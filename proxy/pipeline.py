@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from opentelemetry.trace import INVALID_SPAN, Status, StatusCode
 
@@ -40,6 +40,8 @@ class Pipeline:
         self.stream_validators = [p for p in self.policies if p.validates_stream]
         self.response_policies = [p for p in self.policies if _overrides(p, "on_response")]
         self.completion_hooks = [p for p in self.policies if _overrides(p, "on_complete")]
+        # Synchronous callables (ex, outcome) → None, called once per request as it ends: must be quick.
+        self.listeners: list[Callable[[Exchange, Outcome], None]] = []
 
     def policy(self, name: str) -> BasePolicy | None:
         return next((p for p in self.policies if p.name == name), None)
@@ -78,12 +80,18 @@ class Pipeline:
         return allowed
 
     async def complete(self, ex: Exchange, outcome: Outcome) -> None:
-        """Tell the policies how the exchange ended ("ok", "rejected", "blocked", "responded", "cut")."""
+        """Tell the policies how the exchange ended ("ok", "rejected", "blocked", "responded", "cut"),
+        then the listeners (the proxy's own observers: e.g. the dashboard's request log)."""
         for policy in self.completion_hooks:
             try:
                 await policy.on_complete(ex, outcome)
             except Exception:
                 log.exception("policy %s failed in on_complete", policy.name)
+        for listener in self.listeners:
+            try:
+                listener(ex, outcome)
+            except Exception:
+                log.exception("completion listener %r failed", listener)
 
     async def _call(self, policy: Any, hook: str, ex: Exchange, *args: Any, span_name: str | None = None) -> Verdict | None:
         if not self.telemetry.exported:  # no span receiver: not even a no-op span on this path
