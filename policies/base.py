@@ -162,6 +162,7 @@ class RequestNotes:
     validation: dict[str, Any] | None = None  # the answer's quality scores, as poisoning reported them
     extra: dict[str, Any] = field(default_factory=dict)  # third-party policies: key by your policy name
     started: float = 0.0  # time.perf_counter() when the proxy received the request (set by the proxy)
+    usage_added: bool = False  # the proxy asked a stream for usage the client did not ask for (and strips it)
 
 
 # A tenant names a namespace of state and storage; one rule for the header and the admin API.

@@ -18,6 +18,7 @@ from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 from ctxwarden.policies.messages import content_text
 
 from .errors import ProxyError, error_body
+from .genai import UpstreamCall, fail_span, provider_name, server_span
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
 from .prefix_watch import PrefixWatch
@@ -129,22 +130,23 @@ class ChatHandler:
         request_id = uuid.uuid4().hex[:24]
         started = time.perf_counter()
         ex: Exchange | None = None
-        with self.telemetry.tracer.start_as_current_span("chat") as span:
-            span.set_attribute("gen_ai.operation.name", "chat")
+        with server_span(self.telemetry, request.method, request.url.path, request.headers) as span:
             span.set_attribute("ctxwarden.request_id", request_id)
             try:
                 raw = await read_body(request, self.max_body_mb)
                 body = parse_json_body(raw)
                 check_chat_body(body)
                 ex = self._exchange(request_id, body, request.headers, len(raw), started)
-                span.update_name(f"chat {ex.model}")
                 span.set_attribute("gen_ai.request.model", ex.model)
                 span.set_attribute("ctxwarden.session", ex.session_id)
                 response = await self._handle(ex, raw, request.headers, span)
             except ProxyError as exc:
                 response = exc.response()
+                fail_span(span, exc.status, exc.code)
                 if ex is not None:
                     await self.pipeline.complete(ex, "rejected")
+            else:
+                fail_span(span, response.status_code, str(response.status_code))  # a relayed upstream 5xx
             span.set_attribute("http.response.status_code", response.status_code)
             if ex is not None:
                 span.set_attribute("ctxwarden.actions", ",".join(ex.action_labels()))
@@ -208,25 +210,40 @@ class ChatHandler:
             span.set_attribute("ctxwarden.tokens.after", after)
         outgoing = ex.outgoing_body()
         self._watch_prefix(ex, outgoing, span)
-        if uses_litellm(ex.model):
+        litellm = uses_litellm(ex.model)
+        call = UpstreamCall(self.telemetry, ex.model, provider_name(ex.model, litellm), self.upstream.base_url)
+        try:
+            response = await self._send(ex, raw, outgoing, litellm, call)
+        except ProxyError as exc:
+            call.finish(exc.status, error=exc.code)
+            raise
+        try:
+            if response.status_code >= 400:
+                call.finish(response.status_code)
+                await self.pipeline.complete(ex, "rejected")
+                return await relay_error(response)
+            if ex.stream:
+                return self._stream(ex, response, call)
+            return await self._complete(ex, response, call)
+        except BaseException as exc:  # the span ends however the exchange does (finish is idempotent)
+            call.finish(response.status_code, error=getattr(exc, "code", None) or type(exc).__name__)
+            raise
+
+    async def _send(self, ex: Exchange, raw: bytes, outgoing: dict[str, Any], litellm: bool, call: UpstreamCall) -> httpx.Response:
+        if litellm:
             from .upstream.providers import litellm_response
 
-            response = await litellm_response(outgoing, ex.stream)
-        else:
-            payload = raw if not ex.changed and not ex.proxy_tools else _encode(outgoing)
-            headers = ex.notes.upstream_headers
-            with self.telemetry.tracer.start_as_current_span("upstream chat") as up:
-                up.set_attribute("server.address", self.upstream.base_url)
-                result = await self.upstream.send("POST", "chat/completions", payload, headers, stream=ex.stream)
-                up.set_attribute("http.response.status_code", result.response.status_code)
-                up.set_attribute("ctxwarden.attempts", result.attempts)
-            response = result.response
-        if response.status_code >= 400:
-            await self.pipeline.complete(ex, "rejected")
-            return await relay_error(response)
-        if ex.stream:
-            return self._stream(ex, response)
-        return await self._complete(ex, response, span)
+            return await litellm_response(outgoing, ex.stream)
+        ask_usage = ex.stream and "stream_options" not in ex.body  # streams report no usage unless asked
+        if ex.changed or ex.proxy_tools:
+            payload = _encode({**outgoing, "stream_options": {"include_usage": True}} if ask_usage else outgoing)
+        else:  # the client's bytes, with the option spliced in front (no re-encoding of a long history)
+            payload = b'{"stream_options":{"include_usage":true},' + raw.removeprefix(b"\xef\xbb\xbf").lstrip()[1:] if ask_usage else raw
+        ex.notes.usage_added = ask_usage
+        result = await self.upstream.send("POST", "chat/completions", payload, ex.notes.upstream_headers, stream=ex.stream)
+        if call.span.is_recording():
+            call.span.set_attribute("ctxwarden.attempts", result.attempts)
+        return result.response
 
     def _watch_prefix(self, ex: Exchange, outgoing: dict[str, Any], span: Any) -> None:
         """Report whether this request keeps the session's cached prefix (x-ctxwarden-prefix, span, metric)."""
@@ -252,12 +269,17 @@ class ChatHandler:
 
         return ProxyToolRounds(ex, self.max_rounds, ask_again)
 
-    async def _complete(self, ex: Exchange, response: httpx.Response, span: Any) -> Response:
+    async def _complete(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
         if not self.pipeline.response_policies and not ex.proxy_tools:
             await self.pipeline.complete(ex, "ok")
-            self._usage(ex, span, _usage_of(response.content))
+            call.finish(response.status_code, _usage_of(response.content), _model_of(response.content))
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
-        data = completion_json(response)
+        try:
+            data = completion_json(response)
+        except ProxyError as exc:
+            call.finish(response.status_code, error=exc.code)
+            raise
+        call.finish(response.status_code, data.get("usage"), data.get("model"))
         if ex.proxy_tools:
             data = await self._proxy_tool_rounds(ex, stream=False).settle(data)
         outcome = "ok"
@@ -274,23 +296,13 @@ class ChatHandler:
                 outcome = "blocked"
                 choice["message"] = {"role": "assistant", "content": verdict.notice, "refusal": None}
                 choice["finish_reason"] = "content_filter"
-        self._usage(ex, span, data.get("usage"))
         await self.pipeline.complete(ex, outcome)
         return UpstreamJSON(data, status_code=response.status_code, headers=relay_headers(response))
 
-    def _usage(self, ex: Exchange, span: Any, usage: Any) -> None:
-        """GenAI semantic conventions: token usage on the request span and as a metric."""
-        if not isinstance(usage, dict):
-            return
-        for kind, key in (("input", "prompt_tokens"), ("output", "completion_tokens")):
-            if isinstance(usage.get(key), int):
-                if span.is_recording():
-                    span.set_attribute(f"gen_ai.usage.{kind}_tokens", usage[key])
-                self.metrics.record("gen_ai.client.token.usage", usage[key], **{"gen_ai.token.type": kind, "gen_ai.request.model": ex.model})
-
-    def _stream(self, ex: Exchange, response: httpx.Response) -> Response:
+    def _stream(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
         async def finished(outcome: str) -> None:
-            self._usage(ex, _NoSpan, relay.usage or _usage_of(relay.tail))
+            call.finish(response.status_code, relay.usage or _usage_of(relay.tail), _model_of(relay.tail),
+                        error="upstream_stream_cut" if outcome == "cut" else None)
             await self.pipeline.complete(ex, outcome)
 
         validate = self.pipeline.run_response if self.pipeline.stream_validators else None
@@ -307,15 +319,8 @@ class ChatHandler:
         return StreamingResponse(body, status_code=response.status_code, headers=headers, media_type="text/event-stream")
 
 
-class _NoSpan:
-    """The request span has ended when a stream finishes: usage then goes to metrics only."""
-
-    @staticmethod
-    def is_recording() -> bool:
-        return False
-
-
 _USAGE = re.compile(rb'"usage"\s*:\s*\{[^{}]*\}')
+_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 
 
 def _usage_of(content: bytes) -> dict[str, Any] | None:
@@ -327,6 +332,12 @@ def _usage_of(content: bytes) -> dict[str, Any] | None:
         return json.loads(b"{" + matches[-1] + b"}")["usage"]
     except ValueError:
         return None
+
+
+def _model_of(content: bytes) -> str | None:
+    """The answering model named in a JSON answer or an SSE chunk (gen_ai.response.model)."""
+    found = _MODEL.search(content[-4096:] if len(content) > 4096 else content)
+    return found.group(1).decode("utf-8", "replace") if found else None
 
 
 def _encode(body: dict[str, Any]) -> bytes:

@@ -20,6 +20,8 @@ Labels = tuple[tuple[str, Any], ...]
 Mirror = Callable[[str, str, float, dict[str, Any]], None]
 
 # Bucket bounds by what a histogram measures (named by its unit or its subject).
+# OpenTelemetry GenAI conventions' advice for gen_ai.client.operation.duration (seconds).
+SECONDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 LATENCY_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 SHARE = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SIZE = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000)
@@ -27,6 +29,8 @@ _SHARE_NAMES = re.compile(r"usage|quality|accuracy|relevance|confidence|score|ra
 
 
 def buckets_for(name: str) -> tuple[float, ...]:
+    if name.endswith(("_seconds", ".seconds")) or name.startswith("gen_ai.") and name.endswith(".duration"):
+        return SECONDS
     if name.endswith(("_ms", ".ms")) or "duration" in name:
         return LATENCY_MS
     if _SHARE_NAMES.search(name):

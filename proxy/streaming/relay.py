@@ -82,17 +82,23 @@ class StreamRelay:
         self.n = n if isinstance(n, int) and n > 1 else 1
         self.first_chunk_at: float | None = None
         self.tail = b""  # the last bytes passed through (usage is read from them at the end)
+        self.strip_usage = ex.notes.usage_added  # the proxy asked for usage the client did not want
 
     # ------------------------------------------------------------------ pass-through
 
     async def passthrough(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """Bytes as they arrive; an error event if the upstream stops before [DONE]."""
         try:
+            stripper = sse.UsageStripper() if self.strip_usage else None
             async for chunk in response.aiter_bytes():
                 if self.first_chunk_at is None:
                     self.first_chunk_at = time.perf_counter()
                 self.tail = (self.tail + chunk)[-2048:]
-                yield chunk
+                chunk = stripper.feed(chunk) if stripper else chunk
+                if chunk:
+                    yield chunk
+            if stripper and stripper.rest():
+                yield stripper.rest()
             if b"[DONE]" not in self.tail[-32:]:
                 self.outcome = "cut"
                 yield sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")
@@ -216,7 +222,8 @@ class StreamRelay:
         if obj.get("usage"):
             self._add_usage(obj["usage"])
             if not obj["choices"]:
-                finish_events.append(sse.encode({**obj, "usage": self.usage}))
+                if not self.strip_usage:
+                    finish_events.append(sse.encode({**obj, "usage": self.usage}))
                 return []
         ends, has_tool_delta, is_finish = self._read_choices(obj["choices"], tool_deltas)
         if has_tool_delta:
@@ -333,7 +340,7 @@ class StreamRelay:
             return out + self._release(final=False)
         self.ended = True
         self.held.clear()
-        if self.usage:
+        if self.usage and not self.strip_usage:
             out.append(sse.encode({**self.template, "object": "chat.completion.chunk", "choices": [], "usage": self.usage}))
         out.append(sse.DONE)
         return out

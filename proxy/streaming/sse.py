@@ -90,3 +90,26 @@ def chunk_problem(obj: Any) -> str | None:
         if not isinstance(delta.get("content") or "", str) or not isinstance(delta.get("tool_calls") or [], list):
             return "a delta's 'content' is not a string or its 'tool_calls' not a list"
     return None
+
+
+class UsageStripper:
+    """Pass-through bytes minus the usage-only chunk (`"choices": []` with `usage`), for a stream
+    whose usage the proxy asked for and the client did not. Whole events go out as soon as they are
+    complete; only an event still arriving is held."""
+
+    def __init__(self) -> None:
+        self._splitter = EventSplitter()
+
+    def feed(self, chunk: bytes) -> bytes:
+        return b"".join(e.raw for e in self._splitter.feed(chunk) if not _usage_only(e))
+
+    def rest(self) -> bytes:
+        """What is left when the stream ends (an unterminated last event), as it came."""
+        return self._splitter.pending
+
+
+def _usage_only(event: Event) -> bool:
+    if b'"usage"' not in event.raw:
+        return False
+    obj = event.json()
+    return isinstance(obj, dict) and obj.get("choices") == [] and isinstance(obj.get("usage"), dict)
