@@ -43,6 +43,9 @@ def create_app(
     telemetry = Telemetry(settings.telemetry.service_name, settings.telemetry.otlp_endpoint, span_processors)
     upstream = Upstream(settings.upstream, transport=transport)
     models = ModelInfo(settings.models)
+    labels = {"model": models.metric_label, "gen_ai.request.model": models.metric_label,
+              "gen_ai.response.model": models.metric_label}
+    telemetry.metrics.bound_labels(**labels)
     services = build_services(settings, telemetry, upstream, models)
     pipeline = Pipeline(settings, services, telemetry)
     chat = ChatHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)

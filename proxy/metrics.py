@@ -42,6 +42,7 @@ class Metrics:
     """The facade every policy and the proxy measure through (`Services.metrics`)."""
 
     def __init__(self, mirror: Mirror | None = None) -> None:
+        self._bounded: dict[str, Callable[[Any], str]] = {}
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, Labels], float] = {}
         self._gauges: dict[tuple[str, Labels], float] = {}
@@ -49,15 +50,27 @@ class Metrics:
         self._bounds: dict[str, tuple[float, ...]] = {}
         self._mirror = mirror
 
+    def bound_labels(self, **rules: Callable[[Any], str]) -> None:
+        """Map the values of these labels through a rule (e.g. unknown model names → "other") so no
+        client can grow the number of series without bound."""
+        self._bounded.update(rules)
+
+    def _labels(self, attributes: dict[str, Any]) -> Labels:
+        if self._bounded:
+            for label, rule in self._bounded.items():
+                if attributes.get(label) is not None:
+                    attributes[label] = rule(attributes[label])
+        return _labels(attributes)
+
     def add(self, name: str, value: float = 1, **attributes: Any) -> None:
-        key = (name, _labels(attributes))
+        key = (name, self._labels(attributes))
         with self._lock:
             self._counters[key] = self._counters.get(key, 0.0) + value
         if self._mirror:
             self._mirror("counter", name, value, dict(key[1]))
 
     def record(self, name: str, value: float, **attributes: Any) -> None:
-        key = (name, _labels(attributes))
+        key = (name, self._labels(attributes))
         bounds = self._bounds.get(name) or self._bounds.setdefault(name, buckets_for(name))
         slot = bisect.bisect_left(bounds, value)
         with self._lock:
@@ -71,7 +84,7 @@ class Metrics:
             self._mirror("histogram", name, value, dict(key[1]))
 
     def gauge(self, name: str, value: float, **attributes: Any) -> None:
-        key = (name, _labels(attributes))
+        key = (name, self._labels(attributes))
         with self._lock:
             self._gauges[key] = value
         if self._mirror:

@@ -14,6 +14,7 @@ from .config import ModelConfig
 log = logging.getLogger("ctxwarden.models")
 
 DEFAULT_CONTEXT_WINDOW = 128_000
+OTHER_MODEL = "other"  # the metric label of every model neither configured nor in litellm's map
 
 # Provider prefixes ("anthropic/claude-…") whose APIs differ from OpenAI's: litellm adapts them.
 # Any other model name, slashes included ("meta-llama/…" on vLLM), is forwarded as it is.
@@ -50,6 +51,18 @@ class ModelInfo:
             if len(self._cache) < 4096:  # model names come from clients: do not cache them without bound
                 self._cache[model] = hit
         return hit
+
+    def known(self, model: str) -> bool:
+        """Configured under `models:` or in litellm's bundled map (with or without a provider prefix)."""
+        if model in self.configured:
+            return True
+        table = _litellm_model_map()
+        return model in table or ("/" in model and model.split("/", 1)[1] in table)
+
+    def metric_label(self, model: object) -> str:
+        """The model as a metric label: its name when known, else "other" (client-chosen names
+        would otherwise make one series each, and a hostile one could flood /metrics)."""
+        return model if isinstance(model, str) and self.known(model) else OTHER_MODEL
 
     def _lookup(self, model: str) -> int:
         if model in self.configured:

@@ -71,3 +71,13 @@ def test_the_real_server_serves_parseable_metrics(start_proxy):
     assert response.status_code == 200
     assert any(s.value >= 1 for s in parsed["ctxwarden_requests"].samples if s.name == "ctxwarden_requests_total")
     assert {s.labels["policy"] for s in parsed["ctxwarden_policy_duration_ms"].samples} >= {"loops", "poisoning", "clash"}
+
+
+def test_model_labels_are_bounded_to_known_models(start_proxy):
+    proxy = start_proxy({"models": {"my-llama": {"context_window": 8192}}})
+    with httpx.Client(timeout=30) as client:
+        for model in ["gpt-4o", "my-llama", *[f"made-up-{i}" for i in range(40)]]:
+            client.post(f"{proxy.url}/v1/chat/completions", json={"model": model, "messages": [{"role": "user", "content": "hi"}]})
+    parsed = families(httpx.get(f"{proxy.url}/metrics").text)
+    models = {s.labels["model"] for s in parsed["ctxwarden_requests"].samples}
+    assert models == {"gpt-4o", "my-llama", "other"}  # configured or in litellm's map; the rest folded
