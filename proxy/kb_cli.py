@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -184,6 +185,20 @@ def _run(command: str, body: Any) -> int:
         return 1
 
 
+def add_with_progress(kb: Any, docs: list[Document], out: Any = None) -> int:
+    """kb.add in batches, a progress line on stderr after each when there is more than one (10,000
+    documents take seconds: say how far along it is rather than nothing)."""
+    out = out or sys.stderr
+    passages, started = 0, time.monotonic()
+    for start in range(0, len(docs), DOCS_PER_REQUEST):
+        passages += kb.add(docs[start : start + DOCS_PER_REQUEST])
+        done = min(start + DOCS_PER_REQUEST, len(docs))
+        if len(docs) > DOCS_PER_REQUEST:
+            print(f"  {done:,} / {len(docs):,} documents ({done * 100 // len(docs)} %), {passages:,} passages, "
+                  f"{time.monotonic() - started:.1f} s", file=out, flush=True)
+    return passages
+
+
 def _add(args: argparse.Namespace) -> int:
     try:
         docs = parse_documents(read_documents_file(args.file))
@@ -193,7 +208,7 @@ def _add(args: argparse.Namespace) -> int:
 
     def body() -> int:
         kb = knowledge_base(args)
-        passages = kb.add(docs)
+        passages = add_with_progress(kb, docs)
         via = f" via {kb.url}" if isinstance(kb, ServerKB) else ""
         print(f"added {len(docs)} document(s), {passages} passage(s) from {args.file}{via}")
         return 0

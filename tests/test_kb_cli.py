@@ -126,3 +126,28 @@ def test_chroma_store_health_follows_its_last_call(tmp_path):
     assert store.status()["errors"] == 1 and "add" in store.status()["last_error"]
     col.count()
     assert store.healthy()
+
+
+def test_a_large_add_reports_its_progress_batch_by_batch():
+    import io
+
+    from ctxwarden.policies.poisoning.kb import Document
+    from ctxwarden.proxy.kb_cli import DOCS_PER_REQUEST, add_with_progress
+
+    class Counting:
+        def __init__(self) -> None:
+            self.batches: list[int] = []
+
+        def add(self, docs):
+            self.batches.append(len(docs))
+            return 2 * len(docs)
+
+    kb, out = Counting(), io.StringIO()
+    docs = [Document(f"d{i}", f"Fact number {i}.", {}) for i in range(DOCS_PER_REQUEST * 2 + 10)]
+    assert add_with_progress(kb, docs, out) == 2 * len(docs)
+    lines = out.getvalue().splitlines()
+    assert kb.batches == [DOCS_PER_REQUEST, DOCS_PER_REQUEST, 10] and len(lines) == 3
+    assert lines[-1].strip().startswith(f"{len(docs):,} / {len(docs):,} documents (100 %)")
+    quiet = io.StringIO()
+    add_with_progress(Counting(), docs[:3], quiet)
+    assert quiet.getvalue() == ""  # one batch: nothing to report but the final line the command prints
