@@ -19,6 +19,7 @@ from starlette.routing import Route
 from .admin import admin_routes
 from .chat import ChatHandler, read_body, relay_error, relay_headers
 from .config import Settings
+from .dashboard import Dashboard
 from .errors import ProxyError, error_body
 from .models import ModelInfo
 from .pipeline import Pipeline
@@ -49,18 +50,20 @@ def create_app(
     services = build_services(settings, telemetry, upstream, models)
     pipeline = Pipeline(settings, services, telemetry)
     chat = ChatHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
+    dashboard = Dashboard(settings, pipeline, upstream)  # registers its pipeline listener
     routes = [
         Route("/v1/chat/completions", chat.handle, methods=["POST"]),
         Route("/chat/completions", chat.handle, methods=["POST"]),
         Route("/healthz", _healthz(upstream, pipeline), methods=["GET"]),
         Route("/readyz", _readyz(upstream, pipeline, services), methods=["GET"]),
         Route("/metrics", _metrics(telemetry), methods=["GET"]),
+        *dashboard.routes(),
         *admin_routes(settings, pipeline, telemetry),
         Route("/v1/{path:path}", _relay(upstream, settings.server.max_body_mb), methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(
         routes=routes,
-        lifespan=_lifespan(pipeline, upstream, telemetry),
+        lifespan=dashboard.lifespan(_lifespan(pipeline, upstream, telemetry)),
         middleware=[Middleware(AnswerErrors)],
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
     )

@@ -82,6 +82,11 @@ class AdminConfig(Strict):
     api_key_env: str = "CTXWARDEN_ADMIN_KEY"
 
 
+class DashboardConfig(Strict):
+    show_content: bool = False  # the last requests on /dashboard show the last user message (off: never content)
+    retention_days: float = Field(7, gt=0)  # per-minute aggregates kept in <storage.path>/dashboard.sqlite3
+
+
 class TelemetryConfig(Strict):
     service_name: str = "ctxwarden"
     otlp_endpoint: str | None = None
@@ -109,6 +114,7 @@ class Settings(Strict):
     storage: StorageConfig = StorageConfig()
     admin: AdminConfig = AdminConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    dashboard: DashboardConfig = DashboardConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     policies: dict[str, dict[str, Any]] = {}
     source: str = Field("<default>", exclude=True)

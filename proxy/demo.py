@@ -7,6 +7,7 @@ import json
 import os
 import random
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +84,21 @@ def _scenes() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     ]
 
 
-def _row(cells: list[str], widths: list[int]) -> str:
-    return "  ".join(c[:w].ljust(w) for c, w in zip(cells, widths))
+def _scene_block(title: str, sent: int, up: int | None, actions: str, answer: str) -> str:
+    """One scene, whole: the answer and the actions are wrapped, never cut."""
+    tokens = f"{sent} tokens sent, {up} forwarded" if up is not None else f"{sent} tokens sent, answered by the proxy"
+    lines = [f"▸ {title}  ({tokens})",
+             textwrap.fill(actions.replace(",", ", ") or "(none)", 100, initial_indent="    actions: ",
+                           subsequent_indent=" " * 13, break_long_words=False, break_on_hyphens=False),
+             textwrap.fill(answer or "(empty)", 100, initial_indent="    answer:  ", subsequent_indent=" " * 13)]
+    return "\n".join(lines)
 
 
 def run_demo() -> int:
     import logging
 
-    logging.getLogger().setLevel(logging.ERROR)  # the table is the output; policy logs would interleave
+    logging.getLogger().setLevel(logging.ERROR)  # the scenes are the output; policy logs would interleave
+    logging.getLogger("bm25s").setLevel(logging.ERROR)
     workdir = Path(tempfile.mkdtemp(prefix="ctxwarden-demo-"))
     os.environ.setdefault("CTXWARDEN_ADMIN_KEY", "demo-admin-key")
     fake = FakeUpstream()
@@ -107,9 +115,6 @@ def run_demo() -> int:
             httpx.post(f"{proxy.url}/admin/kb/documents", headers=admin, json={"documents": [
                 {"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]})
             print(f"ctxwarden demo — proxy {proxy.url}/v1 in front of a local fake upstream {upstream.url}/v1\n")
-            widths = [20, 7, 8, 100, 34]
-            print(_row(["scene", "tokens", "sent up", "actions (x-ctxwarden-actions)", "answer the client got"], widths))
-            print(_row(["-" * w for w in widths], widths))
             for title, body, reply in _scenes():
                 fake.reply(**reply)
                 before = len(fake.chat_requests)
@@ -123,8 +128,10 @@ def run_demo() -> int:
                 data = r.json()
                 answer = (data.get("choices") or [{}])[0].get("message", {}).get("content") if r.status_code == 200 else \
                     f"{r.status_code} {data.get('error', {}).get('code')}"
-                print(_row([title, str(sent_tokens), str(up_tokens) if up else "—",
-                            r.headers.get("x-ctxwarden-actions") or "(none)", (answer or "").replace("\n", " ")], widths))
-            print("\n'sent up' is what the upstream received (— : the proxy answered itself).")
-            print(f"Metrics: {proxy.url}/metrics · config reference: config/ctxwarden.yaml")
+                print(_scene_block(title, sent_tokens, up_tokens if up else None,
+                                   r.headers.get("x-ctxwarden-actions") or "", (answer or "").replace("\n", " ")))
+            print("\n'forwarded' is what the upstream received; the actions are the x-ctxwarden-actions header.")
+    print("The demo's servers have stopped. To watch your own traffic: `ctxwarden serve`, point your agent at\n"
+          "http://127.0.0.1:8787/v1, and open http://127.0.0.1:8787/dashboard (the admin key is CTXWARDEN_ADMIN_KEY).\n"
+          "Every setting: config/ctxwarden.yaml.")
     return 0

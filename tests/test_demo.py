@@ -10,13 +10,19 @@ def test_demo_shows_each_policy_at_work(tmp_path):
     result = subprocess.run([sys.executable, "-m", "ctxwarden.proxy.cli", "demo"], capture_output=True, text=True,
                             timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    rows = {line[:20].strip(): line for line in result.stdout.splitlines()}
-    assert "(none)" in rows["plain question"]
-    assert "tools.filter" in rows["45 tools offered"]
-    assert "history.compaction" in rows["bulky tool result"]  # over budget.compress: compacted to a digest behind a ref
-    assert "history.summarize" in rows["29-message history"]
-    assert "clash.resolve" in rows["changed preference"]
-    assert "loops.stop" in rows["agent loop"] and " — " in rows["agent loop"]  # the upstream was not called
-    assert "poisoning.blocked" in rows["hallucinated answer"]
-    tokens = {name: [int(x) for x in rows[name][20:40].split()] for name in ("45 tools offered", "bulky tool result", "29-message history")}
-    assert all(sent_up < sent for sent, sent_up in tokens.values())
+    blocks = {}
+    for block in result.stdout.split("▸ ")[1:]:
+        head, _, rest = block.partition("\n")
+        blocks[head.split("  (")[0]] = (head, " ".join(rest.split()))
+    assert "(none)" in blocks["plain question"][1]
+    assert "tools.filter" in blocks["45 tools offered"][1]
+    assert "history.compaction" in blocks["bulky tool result"][1]  # over budget.compress: compacted to a digest behind a ref
+    assert "history.summarize" in blocks["29-message history"][1]
+    assert "clash.resolve" in blocks["changed preference"][1]
+    assert "loops.stop" in blocks["agent loop"][1] and "answered by the proxy" in blocks["agent loop"][0]
+    assert "poisoning.blocked" in blocks["hallucinated answer"][1]
+    assert 'contradicts the knowledge base: "The Eiffel Tower is located in Paris, France."' in blocks["hallucinated answer"][1]
+    for name in ("45 tools offered", "bulky tool result", "29-message history"):  # the whole answer, never cut
+        sent, forwarded = (int(w) for w in blocks[name][0].split("(")[1].replace(",", "").split() if w.isdigit())
+        assert forwarded < sent
+    assert "http://127.0.0.1:8787/dashboard" in result.stdout and "/metrics" not in result.stdout  # no dead links

@@ -1,0 +1,95 @@
+"""The dashboard in a real headless Chromium (Debian's `chromium`, driven by playwright-python
+with `executable_path`; `playwright install` is never needed): login, live figures after SDK
+traffic, charts without console errors, and approving a quarantined answer from the page."""
+
+from __future__ import annotations
+
+import shutil
+
+import httpx
+import pytest
+
+from tests.conftest import openai_client, policies_off
+
+ADMIN_KEY = "dash-browser-key"
+AUTH = {"authorization": f"Bearer {ADMIN_KEY}"}
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright-python is not installed (pip install -e '.[test]')")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install -y chromium)")
+FACTS = [{"id": "inception", "text": "Inception is starring Leonardo DiCaprio."}]
+CAUTIOUS = {"enabled": True, "add_approved_to_kb": True, "confidence_threshold": 1.0, "quarantine_band": [0.5, 1.0]}
+
+
+@pytest.fixture(autouse=True)
+def admin_key(monkeypatch):
+    monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", ADMIN_KEY)
+
+
+@pytest.fixture
+def browser():
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def signed_in_page(browser, proxy):
+    """A page signed in through the login form, collecting console errors and failed requests."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    first = page.goto(f"{proxy.url}/dashboard")
+    assert first.status == 401 and page.get_by_test_id("requests-total").count() == 0  # the login form, no data
+    page.errors = []  # from here on (the 401 above is logged as a console error by design)
+    page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.fill("#key", ADMIN_KEY)
+    page.click("button[type=submit]")
+    page.wait_for_selector("body[data-loaded='1']")
+    return page
+
+
+def test_requests_total_and_charts_render_without_console_errors(fake, start_proxy, browser):
+    proxy = start_proxy({"policies": policies_off()})
+    client = openai_client(proxy)
+    n = 7
+    for i in range(n):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": f"hello {i}"}])
+    page = signed_in_page(browser, proxy)
+    assert page.get_by_test_id("requests-total").inner_text() == str(n)
+    assert int(page.get_by_test_id("tokens-saved").inner_text()) >= 0
+    for chart in ("requests-chart", "tokens-chart", "actions-chart", "poisoning-chart"):
+        assert page.locator(f"[data-testid={chart}] svg polyline").count() >= 1, chart
+    assert page.locator("#recent tr").count() == n
+    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "one more"}])
+    sync_api.expect(page.get_by_test_id("requests-total")).to_have_text("8", timeout=10_000)  # polled, ≤ 5 s
+    page.click("#windows button[data-window='1w']")
+    sync_api.expect(page.locator("#status")).to_contain_text("updated")
+    assert page.get_by_test_id("requests-total").inner_text() == "8"
+    cookie = next(c for c in page.context.cookies() if c["name"] == "ctxwarden_dashboard")
+    assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+    assert page.errors == [], page.errors
+
+
+def test_a_quarantined_answer_is_approved_from_the_page(fake, start_proxy, browser):
+    policies = policies_off("poisoning")
+    policies["poisoning"] = CAUTIOUS
+    proxy = start_proxy({"policies": policies})
+    r = httpx.post(f"{proxy.url}/admin/kb/documents", json={"documents": FACTS}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    fake.reply(content="Inception is starring Tom Cruise.")
+    held = openai_client(proxy).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Cast?"}])
+    qid = held.choices[0].message.content.split("quarantine id ")[1].split(")")[0]
+
+    page = signed_in_page(browser, proxy)
+    items = page.get_by_test_id("quarantine-list").locator("[data-testid=quarantine-item]")
+    assert items.count() == 1
+    item = items.first
+    assert item.get_attribute("data-id") == qid
+    assert "Tom Cruise" in item.inner_text() and "Leonardo DiCaprio" in item.inner_text()  # claim and KB evidence
+    item.get_by_test_id("approve").click()
+    sync_api.expect(items).to_have_count(0, timeout=10_000)
+    approved = httpx.get(f"{proxy.url}/admin/quarantine/{qid}", headers=AUTH).json()
+    assert approved["status"] == "approved" and approved["note"] == "dashboard"
+    stats = httpx.get(f"{proxy.url}/admin/stats", headers=AUTH).json()
+    assert stats["poisoning"]["quarantined"] == 1 and stats["poisoning"]["checked"] == 1
+    assert stats["actions"]["total"]["poisoning.quarantined"] == 1
+    assert page.errors == [], page.errors
