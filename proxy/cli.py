@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_kb_commands = None
     if add_kb_commands:
         add_kb_commands(sub)
+    from .stats_cli import add_stats_command
+
+    add_stats_command(sub)
     return parser
 
 

@@ -217,3 +217,13 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
     if overrides:
         data = merge_config(data, overrides)
     return parse_settings(data, source)
+
+
+def server_url(explicit: str | None, settings: Settings) -> str:
+    """Where a command finds the running server: `explicit` (host:port or a URL), else the config's
+    host and port (a wildcard bind address reached on the loopback)."""
+    if explicit:
+        return explicit if "://" in explicit else f"http://{explicit}"
+    host = settings.server.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://[{host}]:{settings.server.port}" if ":" in host else f"http://{host}:{settings.server.port}"

@@ -28,7 +28,7 @@ import yaml
 from ctxwarden.policies.errors import CtxwardenError
 from ctxwarden.policies.poisoning.kb import Document, DocumentError, KnowledgeBase, parse_documents
 
-from .config import Settings, load_settings
+from .config import Settings, load_settings, server_url
 from .embeddings import build_embedder
 from .storage import ChromaStore
 
@@ -141,11 +141,7 @@ def _message(response: httpx.Response) -> str:
 
 
 def _server_url(args: argparse.Namespace, settings: Settings) -> str:
-    if args.server:
-        return args.server if "://" in args.server else f"http://{args.server}"
-    host = settings.server.host
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    return f"http://[{host}]:{settings.server.port}" if ":" in host else f"http://{host}:{settings.server.port}"
+    return server_url(args.server, settings)
 
 
 def _answers(url: str) -> bool:
