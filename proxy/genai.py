@@ -8,6 +8,7 @@ Without a span receiver the tracer is a no-op; the metrics are kept either way.
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from typing import Any, Mapping
 from urllib.parse import urlparse
 
@@ -41,6 +42,12 @@ def fail_span(span: Any, status: int, error_type: str) -> None:
         span.set_status(Status(StatusCode.ERROR, error_type))
 
 
+@lru_cache(maxsize=64)
+def _server_attributes(base_url: str) -> dict[str, Any]:
+    url = urlparse(base_url)
+    return {"server.address": url.hostname or "", "server.port": url.port or (443 if url.scheme == "https" else 80)}
+
+
 class UpstreamCall:
     """One call to the upstream, from sending to the end of its answer (a stream's last chunk)."""
 
@@ -48,9 +55,7 @@ class UpstreamCall:
         self.telemetry = telemetry
         self.attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
                            "gen_ai.request.model": model}
-        url = urlparse(base_url)
-        span_attributes = {**self.attributes, "server.address": url.hostname or "",
-                           "server.port": url.port or (443 if url.scheme == "https" else 80)}
+        span_attributes = {**self.attributes, **_server_attributes(base_url)}
         self.span = telemetry.tracer.start_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=span_attributes)
         self.started = time.perf_counter()
         self.ended = False

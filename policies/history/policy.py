@@ -104,6 +104,8 @@ class HistoryPolicy(BasePolicy):
         distraction = detect(body, cfg)
         if distraction:
             self._report(ex, distraction)
+        if len(body_messages) < 2:  # only the current message, which always stays verbatim: nothing to plan
+            return None
         fixed = self._fixed_tokens(ex, ex.messages[:n_sys])
         layout = await run_cpu(ex.heavy, self._plan, ex, body, fixed, any(t is not None for t in times))
         if layout.frontier == 0:
