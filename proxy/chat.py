@@ -212,12 +212,9 @@ class ChatHandler:
         self._watch_prefix(ex, outgoing, span)
         litellm = uses_litellm(ex.model)
         call = UpstreamCall(self.telemetry, ex.model, provider_name(ex.model, litellm), self.upstream.base_url)
+        response: httpx.Response | None = None
         try:
             response = await self._send(ex, raw, outgoing, litellm, call)
-        except ProxyError as exc:
-            call.finish(exc.status, error=exc.code)
-            raise
-        try:
             if response.status_code >= 400:
                 call.finish(response.status_code)
                 await self.pipeline.complete(ex, "rejected")
@@ -226,7 +223,8 @@ class ChatHandler:
                 return self._stream(ex, response, call)
             return await self._complete(ex, response, call)
         except BaseException as exc:  # the span ends however the exchange does (finish is idempotent)
-            call.finish(response.status_code, error=getattr(exc, "code", None) or type(exc).__name__)
+            status = response.status_code if response is not None else getattr(exc, "status", None)
+            call.finish(status, error=getattr(exc, "code", None) or type(exc).__name__)
             raise
 
     async def _send(self, ex: Exchange, raw: bytes, outgoing: dict[str, Any], litellm: bool, call: UpstreamCall) -> httpx.Response:

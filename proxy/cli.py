@@ -25,8 +25,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers > 1:
         from .workers import refusal
 
-        if refusal(settings, args.workers):
-            print(f"ctxwarden: {refusal(settings, args.workers)}", file=sys.stderr)
+        reason = refusal(settings, args.workers)
+        if reason:
+            print(f"ctxwarden: {reason}", file=sys.stderr)
             return 2
     print(
         f"ctxwarden listening on http://{settings.server.host}:{settings.server.port}/v1 "

@@ -191,16 +191,16 @@ async def test_untouched_requests_keep_the_clients_list():
 
 
 async def test_large_uncached_text_is_extracted_in_a_worker_thread(monkeypatch):
-    import ctxwarden.policies.clash.policy as clash_module
+    import asyncio
 
     calls = []
-    real = clash_module.asyncio.to_thread
+    real = asyncio.to_thread
 
     async def spy(fn, *args, **kwargs):
         calls.append(fn)
         return await real(fn, *args, **kwargs)
 
-    monkeypatch.setattr(clash_module.asyncio, "to_thread", spy)
+    monkeypatch.setattr(asyncio, "to_thread", spy)  # what run_cpu hands heavy work to
     policy, _ = make_policy()
     long_text = " ".join(f"Step {i} of the plan is fine." for i in range(80)) + " I'm in Oslo."
     await policy.on_request(exchange(conversation(long_text, "I'm in Bergen now.")))

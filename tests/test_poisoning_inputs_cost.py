@@ -11,6 +11,7 @@ import pytest
 from ctxwarden.policies.poisoning.assess import MAX_CLAIM_CHARS, input_claims
 from ctxwarden.policies.text.sentences import bounded_sentences
 from tests.conftest import openai_client
+from tests.poisoning_fixtures import tool_turn
 from tests.test_poisoning_e2e import ADMIN_KEY, ask, load_kb, poisoning
 
 LOG = "\n".join(f"2026-11-24T10:{i % 60:02d}:00 INFO worker {i} processed batch {i * 7} in {i % 90} ms"
@@ -61,12 +62,7 @@ def test_a_contradiction_buried_in_a_huge_tool_result_is_still_dropped(fake, sta
     load_kb(proxy)
     related = "\n".join(f"Paris weather report {i}: mild." for i in range(10))
     result = f"{LOG}\n{related}\nThe Eiffel Tower is located in London.\n{LOG}"
-    messages = [
-        {"role": "user", "content": "Where is the Eiffel Tower?"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": result},
-    ]
+    messages = tool_turn("Where is the Eiffel Tower?", "search", result)
     fake.reply(content="Let me see.")
     _, headers = ask(openai_client(proxy), messages=messages)
     actions = headers["x-ctxwarden-actions"]

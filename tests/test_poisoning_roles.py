@@ -5,16 +5,12 @@ wordllama vectors) over a KB written like a document; answers phrased unlike it.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, ClaimToCheck
-from ctxwarden.policies.poisoning.checkers.local import LocalChecker
+from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED
 from ctxwarden.policies.poisoning.checkers.roles import clauses, negated_statement
-from ctxwarden.policies.poisoning.evidence import EvidenceIndex, IndexedSentence
-from ctxwarden.policies.text.sentences import split_sentences
 from ctxwarden.policies.text.slots import agree, slots
-from ctxwarden.proxy.embeddings import WordLlamaEmbedder
+from tests.poisoning_fixtures import local_judge
 
 DOCS = {
     "austen": "Pride and Prejudice is a novel published in 1813. Its author, Jane Austen, wrote it at Steventon.",
@@ -27,17 +23,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def judge():
-    embedder = WordLlamaEmbedder()
-    sentences = [IndexedSentence(f"{d}#{n}", d, n, s) for d, text in DOCS.items() for n, s in enumerate(split_sentences(text))]
-    index = EvidenceIndex(sentences, np.asarray(embedder.embed([s.text for s in sentences])))
-    checker = LocalChecker()
-
-    def verdict(claim: str, question: str = ""):
-        query = f"{question} {claim}".strip()
-        evidence = index.search([query], embedder.embed([query]), 4)[0]
-        return checker.verdict(ClaimToCheck(claim, question, tuple(evidence)))
-
-    return verdict
+    return local_judge(DOCS)
 
 
 @pytest.mark.parametrize("question, claim, kind", [

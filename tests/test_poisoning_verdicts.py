@@ -3,14 +3,10 @@ Real retrieval (BM25 + wordllama vectors over sentence windows) and the real slo
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, SUPPORTED, UNVERIFIABLE, ClaimToCheck
-from ctxwarden.policies.poisoning.checkers.local import LocalChecker
-from ctxwarden.policies.poisoning.evidence import EvidenceIndex, IndexedSentence
-from ctxwarden.policies.text.sentences import split_sentences
-from ctxwarden.proxy.embeddings import WordLlamaEmbedder
+from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, SUPPORTED, UNVERIFIABLE
+from tests.poisoning_fixtures import local_judge
 
 DOCS = {
     "eiffel": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
@@ -24,17 +20,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def judge():
-    embedder = WordLlamaEmbedder()
-    sentences = [IndexedSentence(f"{d}#{n}", d, n, s) for d, text in DOCS.items() for n, s in enumerate(split_sentences(text))]
-    index = EvidenceIndex(sentences, np.asarray(embedder.embed([s.text for s in sentences])))
-    checker = LocalChecker()
-
-    def verdict(claim: str, question: str = ""):
-        query = f"{question} {claim}".strip()
-        evidence = index.search([query], embedder.embed([query]), 4)[0]
-        return checker.verdict(ClaimToCheck(claim, question, tuple(evidence)))
-
-    return verdict
+    return local_judge(DOCS)
 
 
 @pytest.mark.parametrize("question, claim, kind", [

@@ -15,7 +15,6 @@ Metrics (scenario 20): ctxwarden.clash.detected{type,detector}, ctxwarden.clash.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from typing import Any, Literal
@@ -107,10 +106,8 @@ class ClashPolicy(BasePolicy):
         known = {h: self._statements.get(h) for h in set(hashes.values())}
         missing = {h: texts[w] for w, h in hashes.items() if known[h] is None}
         if missing:
-            if sum(len(t) for t in missing.values()) > OFFLOAD_CHARS:
-                extracted = await asyncio.to_thread(lambda: {h: extract(t) for h, t in missing.items()})
-            else:
-                extracted = {h: extract(t) for h, t in missing.items()}
+            extracted = await run_cpu(sum(len(t) for t in missing.values()) > OFFLOAD_CHARS,
+                                      lambda: {h: extract(t) for h, t in missing.items()})
             for h, statements in extracted.items():
                 self._statements.put(h, statements)
                 known[h] = statements

@@ -18,14 +18,13 @@ model reads.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from typing import Literal
 
 from pydantic import Field
 
-from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict
+from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
 from .detect import Loop, find_loop, turn_start
@@ -79,7 +78,7 @@ class LoopsPolicy(BasePolicy):
         )
         # ~10 µs per call not seen before (JSON parse + canonical form): keep long turns off the event loop.
         long_turn = len(ex.original_messages) - turn_start(ex.original_messages) > OFFLOAD_TAIL_MESSAGES
-        loop = await asyncio.to_thread(detect) if long_turn else detect()
+        loop = await run_cpu(long_turn, detect)
         if loop is None:
             return None
         self.services.metrics.add("ctxwarden.loops.detected", 1, kind=loop.kind)

@@ -80,6 +80,12 @@ def input_claims(text: str, kb: KnowledgeBase, cap: int) -> InputClaims:
     return InputClaims([piece for _, _, piece in kept], len(pieces) - len(related), len(related) - len(kept))
 
 
+def input_evidence(text: str, kb: KnowledgeBase, cap: int, top_k: int) -> tuple[InputClaims, list[ClaimToCheck]]:
+    """The pieces of an incoming message worth judging, with their evidence: one call, off the loop."""
+    pieces = input_claims(text, kb, cap)
+    return pieces, retrieve(text, kb, top_k=top_k, claims=pieces.claims)
+
+
 async def assess(claims: Sequence[ClaimToCheck], checker: Checker, exchange: object = None) -> Assessment:
     if not claims:
         return Assessment()

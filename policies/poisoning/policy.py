@@ -30,7 +30,7 @@ from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdic
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
 from .admin import Route, routes
-from .assess import Assessment, assess, input_claims, retrieve
+from .assess import Assessment, assess, input_evidence, retrieve
 from .checkers import build_checker
 from .checkers.local import LocalChecker
 from .config import PoisoningConfig
@@ -306,11 +306,10 @@ class PoisoningPolicy(BasePolicy):
             return Finding("prompt_injection", flag.excerpt, f"flag rule {flag.rule!r}", 1.0, flagged=True)
         if role not in CHECKED_ROLES:
             return None
-        pieces = await asyncio.to_thread(input_claims, text, kb, self.config.input_max_claims)
+        pieces, claims = await asyncio.to_thread(input_evidence, text, kb, self.config.input_max_claims, self.config.top_k)
         if pieces.over_cap:
             self.record(ex, "input_capped", role=role, judged=len(pieces.claims), skipped=pieces.over_cap,
                         unrelated=pieces.unrelated)
-        claims = await asyncio.to_thread(retrieve, text, kb, "", "", self.config.top_k, pieces.claims)
         worst = (await self._assess(ex, claims)).worst
         return Finding.of(worst) if worst and worst.confidence >= self.config.quarantine_band[0] else None
 
