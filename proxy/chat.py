@@ -333,8 +333,9 @@ def _usage_of(content: bytes) -> dict[str, Any] | None:
 
 
 def _model_of(content: bytes) -> str | None:
-    """The answering model named in a JSON answer or an SSE chunk (gen_ai.response.model)."""
-    found = _MODEL.search(content[-4096:] if len(content) > 4096 else content)
+    """The answering model named in a JSON answer or an SSE chunk (gen_ai.response.model): a JSON
+    answer names it at its start, before a content of any length; every chunk of a stream names it."""
+    found = _MODEL.search(content, 0, 4096)
     return found.group(1).decode("utf-8", "replace") if found else None
 
 

@@ -267,3 +267,12 @@ def test_spans_follow_genai_conventions(fake, start_proxy):
     budget = spans["ctxwarden.policy budget"]
     assert budget.parent.span_id == root.context.span_id
     assert [e.name for e in budget.events] == ["budget.component_over", "budget.warn"]  # the query exceeds its 20% share
+
+
+def test_the_response_model_is_read_from_a_long_plain_answer_too(fake, start_proxy):
+    exporter = InMemorySpanExporter()
+    proxy = start_proxy({"policies": policies_off()}, span_processors=[SimpleSpanProcessor(exporter)])
+    fake.reply(content="word " * 3000)  # the answer's model is named before ~15 kB of content
+    openai_client(proxy).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    call = next(s for s in exporter.get_finished_spans() if s.name == "chat gpt-4o")
+    assert call.attributes["gen_ai.response.model"] == "gpt-4o"
