@@ -41,6 +41,7 @@ def signed_in_page(browser, proxy):
     page.errors = []  # from here on (the 401 above is logged as a console error by design)
     page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
     page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("response", lambda r: r.status >= 400 and page.errors.append(f"{r.status} {r.url}"))  # names what failed
     page.fill("#key", ADMIN_KEY)
     page.click("button[type=submit]")
     page.wait_for_selector("body[data-loaded='1']")

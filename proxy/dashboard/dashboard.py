@@ -26,7 +26,7 @@ log = logging.getLogger("ctxwarden.dashboard")
 
 FLUSH_S = 2.0
 DB_FILE = "dashboard.sqlite3"
-STATIC = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+STATIC = {"dashboard.js": "text/javascript", "dashboard.css": "text/css", "favicon.svg": "image/svg+xml"}
 PAGE_HEADERS = {
     "content-security-policy": "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
     "x-content-type-options": "nosniff",
