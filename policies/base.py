@@ -93,6 +93,38 @@ Complete = Callable[..., Awaitable[str]]
 CompleteRaw = Callable[..., Awaitable[dict[str, Any]]]
 
 
+class Versions(Protocol):
+    """Content versions every replica sees (a knowledge base changed: reload its index)."""
+
+    def current(self, name: str) -> int:
+        """The newest version of `name` this process has seen (no I/O; 0 when never published)."""
+        ...
+
+    def publish(self, name: str) -> int:
+        """`name` changed: bump its version for every replica. May do I/O (call it off the event
+        loop). Never raises: a backend that is down is reported, and the change is seen locally."""
+        ...
+
+
+class LocalVersions:
+    """Versions within one process: the default, and what a degraded backend falls back to."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, int] = {}
+
+    def current(self, name: str) -> int:
+        return self._versions.get(name, 0)
+
+    def publish(self, name: str) -> int:
+        self._versions[name] = self._versions.get(name, 0) + 1
+        return self._versions[name]
+
+    def seen(self, name: str, version: int) -> None:
+        """The version as read from the shared backend, which is authoritative: it is taken even when
+        lower (a Redis restarted empty counts again from 1), so any change counts as a change."""
+        self._versions[name] = version
+
+
 @dataclass
 class Services:
     tokens: TokenCounter
@@ -102,6 +134,8 @@ class Services:
     complete: Complete | None = None
     complete_raw: CompleteRaw | None = None
     context_window: Callable[[str], int] = lambda model: 128_000
+    # Content versions every replica sees (the proxy's state backend; in this process by default).
+    versions: Versions = field(default_factory=LocalVersions)
     # Objects the policies of one pipeline share (e.g. the scratchpad history and archive both use).
     # A policy's own copy of Services (its own embedder) keeps the same dict, so sharing survives it.
     shared: dict[str, Any] = field(default_factory=dict)
@@ -163,6 +197,7 @@ class RequestNotes:
     extra: dict[str, Any] = field(default_factory=dict)  # third-party policies: key by your policy name
     started: float = 0.0  # time.perf_counter() when the proxy received the request (set by the proxy)
     usage_added: bool = False  # the proxy asked a stream for usage the client did not ask for (and strips it)
+    session_docs: dict[str, str] | None = None  # the session's state as the shared backend holds it (None: local)
 
 
 # A tenant names a namespace of state and storage; one rule for the header and the admin API.

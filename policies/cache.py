@@ -93,6 +93,11 @@ class LRU(Generic[K, V]):
             self.put(key, value)
         return value
 
+    def items(self) -> list[tuple[K, V]]:
+        """The entries, least recently used first (a copy; nothing is touched or expired)."""
+        with self._lock:
+            return [(key, hit[0]) for key, hit in self._items.items()]
+
     def pop(self, key: K, default: Any = None) -> V | Any:
         with self._lock:
             hit = self._items.pop(key, None)

@@ -63,7 +63,7 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        lifespan=dashboard.lifespan(_lifespan(pipeline, upstream, telemetry)),
+        lifespan=dashboard.lifespan(_lifespan(pipeline, upstream, telemetry, services.versions)),
         middleware=[Middleware(AnswerErrors)],
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
     )
@@ -98,9 +98,10 @@ def _readyz(upstream: Upstream, pipeline: Pipeline, services: Any) -> Endpoint:
         A store no enabled policy uses is reported "unused" and neither checked nor counted."""
         breaker = upstream.breaker.state
         store = ("ok" if await _store_alive(services.store) else "down") if uses_store else "unused"
-        ready = breaker != "open" and store != "down"
+        ready = breaker != "open" and store != "down"  # a degraded state backend still serves: ready
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "upstream_circuit": breaker, "store": store,
+             "state": services.versions.status,
              "policies": [p.name for p in pipeline.policies]},
             status_code=200 if ready else 503,
         )
@@ -146,10 +147,12 @@ def _relay(upstream: Upstream, max_body_mb: float) -> Endpoint:
     return relay
 
 
-def _lifespan(pipeline: Pipeline, upstream: Upstream, telemetry: Telemetry) -> Callable[[Starlette], Any]:
+def _lifespan(pipeline: Pipeline, upstream: Upstream, telemetry: Telemetry, state: Any) -> Callable[[Starlette], Any]:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await state.start()
         yield
+        await state.aclose()
         await pipeline.aclose()
         await upstream.aclose()
         telemetry.shutdown()

@@ -78,6 +78,13 @@ class StorageConfig(Strict):
     chroma_url: str | None = None
 
 
+class StateConfig(Strict):
+    redis_url: str | None = None  # null → in-process (one process); redis://host:6379/0 shares session state between replicas
+    session_ttl_s: float = Field(3600, gt=0)  # a session's shared state expires this long after its last write
+    timeout_s: float = Field(0.25, gt=0)  # one Redis call; past it the proxy degrades to per-process state
+    poll_s: float = Field(0.25, gt=0, le=1)  # how often content versions (and Redis's health) are read
+
+
 class AdminConfig(Strict):
     api_key_env: str = "CTXWARDEN_ADMIN_KEY"
 
@@ -112,6 +119,7 @@ class Settings(Strict):
     models: dict[str, ModelConfig] = {}
     budget: BudgetConfig = BudgetConfig()
     storage: StorageConfig = StorageConfig()
+    state: StateConfig = StateConfig()
     admin: AdminConfig = AdminConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     dashboard: DashboardConfig = DashboardConfig()

@@ -15,6 +15,7 @@ from ctxwarden.policies.budget import BudgetPolicy
 from .config import Settings
 from .registry import policy_class
 from .services import services_for
+from .state import SessionSync
 from .telemetry import Telemetry
 
 log = logging.getLogger("ctxwarden.pipeline")
@@ -40,6 +41,8 @@ class Pipeline:
         self.stream_validators = [p for p in self.policies if p.validates_stream]
         self.response_policies = [p for p in self.policies if _overrides(p, "on_response")]
         self.completion_hooks = [p for p in self.policies if _overrides(p, "on_complete")]
+        # The policies' per-session state through a shared backend (Redis), when there is one.
+        self.sessions = SessionSync(services.versions, self.policies)  # type: ignore[arg-type]
         # Synchronous callables (ex, outcome) → None, called once per request as it ends: must be quick.
         self.listeners: list[Callable[[Exchange, Outcome], None]] = []
 
@@ -47,6 +50,15 @@ class Pipeline:
         return next((p for p in self.policies if p.name == name), None)
 
     async def run_request(self, ex: Exchange) -> Verdict | None:
+        if not self.sessions.active:
+            return await self._run_request(ex)
+        await self.sessions.load(ex)
+        try:
+            return await self._run_request(ex)
+        finally:
+            await self.sessions.save(ex)
+
+    async def _run_request(self, ex: Exchange) -> Verdict | None:
         if self.budget:
             verdict = await self._call(self.budget, "on_request", ex)
             if verdict:
@@ -87,6 +99,8 @@ class Pipeline:
                 await policy.on_complete(ex, outcome)
             except Exception:
                 log.exception("policy %s failed in on_complete", policy.name)
+        if self.sessions.active:
+            await self.sessions.save(ex)
         for listener in self.listeners:
             try:
                 listener(ex, outcome)

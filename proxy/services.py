@@ -14,6 +14,7 @@ from .config import EmbedderChoice, Settings
 from .embeddings import build_embedder
 from .errors import ProxyError
 from .models import ModelInfo
+from .state import build_state
 from .storage import ChromaStore
 from .telemetry import Telemetry
 from .upstream.client import Upstream, completion_json
@@ -75,6 +76,7 @@ def make_complete(upstream: Upstream, complete_raw=None):
 def build_services(settings: Settings, telemetry: Telemetry, upstream: Upstream, models: ModelInfo) -> Services:
     complete_raw = make_complete_raw(upstream)
     return Services(
+        versions=build_state(settings.state, telemetry.metrics),
         tokens=TiktokenCounter(),
         metrics=telemetry.metrics,
         embedder=LazyEmbedder(settings.embeddings),

@@ -1,9 +1,10 @@
 """`ctxwarden serve --workers N`: N processes on one port (uvicorn's supervisor).
 
-Every enabled policy keeps state in its process (session counters, clash memory, tool lists, an
-embedded store that one process owns), and N workers behind one port would each see a part of
-every agent's traffic. Until that state can live in a shared backend, more than one worker is
-refused while any policy is enabled; the pure gateway (every policy off) scales across cores.
+Enabled policies keep session state (loop and retry counters, clash decisions, tool lists) and
+documents (an embedded Chroma store that one process owns), and N workers behind one port each see
+a part of every agent's traffic. So more than one worker needs what replicas need: a shared state
+backend (`state.redis_url`) and a Chroma server (`storage.chroma_url`). Without them, more than one
+worker is refused while any policy is enabled; the pure gateway (every policy off) scales anyway.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from .config import Settings, load_settings
 _ENV = "CTXWARDEN_WORKER_SETTINGS"  # how each worker process learns the config it was started with
 
 
-
 def refusal(settings: Settings, workers: int) -> str | None:
     """Why `workers` processes cannot serve these settings (None: they can)."""
     enabled = [name for name, cfg in settings.policy_configs().items() if getattr(cfg, "enabled", True)]
-    if workers <= 1 or not enabled:
+    if workers <= 1 or not enabled or (settings.state.redis_url and settings.storage.chroma_url):
         return None
-    return (f"--workers {workers} refused: the enabled policies ({', '.join(enabled)}) keep per-process state, "
-            "which workers behind one port would split between them. Run one worker per process (replicas with "
-            "sticky sessions), or disable every policy for a pure gateway.")
+    return (f"--workers {workers} refused: the enabled policies ({', '.join(enabled)}) keep state that workers "
+            "behind one port would split between them. Set state.redis_url and storage.chroma_url (shared by "
+            "every worker, as replicas share them: README \"Scale out\"), or disable every policy for a pure gateway.")
 
 
 def serve_workers(config_path: str | None, overrides: dict[str, Any], settings: Settings, workers: int,

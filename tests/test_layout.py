@@ -45,12 +45,12 @@ TOP = "ctxwarden"
 POLICIES = "ctxwarden.policies"
 PROXY = "ctxwarden.proxy"
 BARE_NAMES = frozenset({"proxy", "policies", "config"})  # the folders; only ever imported as ctxwarden.<name>
-SHARED_POLICY_MODULES = frozenset({"__init__.py", "base.py", "errors.py", "messages.py", "cache.py", "budget.py"})
+SHARED_POLICY_MODULES = frozenset({"__init__.py", "base.py", "errors.py", "messages.py", "cache.py", "budget.py", "state.py"})
 MAX_LEVELS = 4  # units (sub-packages, shared modules) in the longest import chain inside policies/
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 ENTRY_POINT_GROUP = "ctxwarden.policies"
-BUILTIN_POLICIES = frozenset({"loops", "poisoning", "clash", "history", "archive", "tools"})
+BUILTIN_POLICIES = frozenset({"loops", "poisoning", "clash", "history", "archive", "tools", "memory"})
 CONSOLE_SCRIPT = ("ctxwarden", "ctxwarden.proxy.cli:main")
 # Joined from pieces so that this file, once tracked, does not match its own patterns.
 MACHINE_PATHS = tuple(p.replace("|", "/") for p in ("..|shared", "|work|", "|root|", "|home|", "|Users|"))

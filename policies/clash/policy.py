@@ -24,6 +24,7 @@ from pydantic import Field
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..messages import Message
+from ..state import SessionLRU
 from ..text.statements.extract import extract
 from ..text.statements.model import Statement
 from .detect import Clash, Located, local_clashes, text_keys
@@ -32,7 +33,7 @@ from .judge import Judge, JudgeError
 from .match import Matcher
 from .question import Texts
 from .resolve import Resolution, resolve
-from .state import SessionState
+from .state import SessionState, decode, encode
 
 log = logging.getLogger("ctxwarden.clash")
 
@@ -71,7 +72,8 @@ class ClashPolicy(BasePolicy):
 
     def __init__(self, config: ClashConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory: LRU[tuple[str | None, str], SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
+        self.memory: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s, encode=encode, decode=decode)
+        self.session_states = self.memory  # carried between replicas by a shared state backend
         self.judge = Judge(config.judge_model, services, config.judge_timeout_s) if config.judge_model else None
         self._statements: LRU[str, tuple[Statement, ...]] = LRU(max(1, config.cache_size))  # per text hash
         self.stats: Counter[str] = Counter()

@@ -2,9 +2,10 @@
 
 Decisions make resolution stable: once a clash is resolved, every later turn applies the same
 resolution to the same messages, so the forwarded prefix stays byte-identical (provider prompt
-caches keep working) and metrics count each clash once. Held in-process in a bounded LRU with a TTL; the
-local detector and the question texts are deterministic, so a restart or another replica
-re-derives the same resolutions from the conversation itself.
+caches keep working) and metrics count each clash once. Held in-process in a bounded LRU with a TTL, and carried between replicas as the document `encode`
+makes when a shared state backend is configured (a question answered on one replica is applied by
+the next); the local detector and the question texts are deterministic, so a restart re-derives
+the same resolutions from the conversation itself.
 """
 
 from __future__ import annotations
@@ -30,3 +31,17 @@ class SessionState:
     judged: set[str] = field(default_factory=set)  # user-message text hashes the judge has seen
     judge_findings: list[dict[str, Any]] = field(default_factory=list)
     touched: float = field(default_factory=time.monotonic)
+
+
+def encode(state: SessionState) -> dict[str, Any]:
+    return {"decisions": {key: [d.winner, d.how] for key, d in state.decisions.items()},
+            "asked": sorted(state.asked), "duplicates": sorted(state.seen_duplicates),
+            "judged": sorted(state.judged), "findings": state.judge_findings}
+
+
+def decode(doc: dict[str, Any]) -> SessionState:
+    return SessionState(
+        decisions={str(key): Decision(winner, how) for key, (winner, how) in doc["decisions"].items()},
+        asked=set(doc["asked"]), seen_duplicates=set(doc["duplicates"]), judged=set(doc["judged"]),
+        judge_findings=list(doc["findings"]),
+    )

@@ -25,11 +25,12 @@ from typing import Literal
 from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
-from ..cache import LRU, stable_hash
+from ..cache import stable_hash
 from ..messages import Message, content_text, last_user_index
+from ..state import SessionLRU
 from .detect import Loop, find_loop, turn_start
 from .replies import error_state_answer, loop_note, stop_answer
-from .state import SessionState
+from .state import SessionState, decode, encode
 
 log = logging.getLogger("ctxwarden.loops")
 
@@ -59,7 +60,8 @@ class LoopsPolicy(BasePolicy):
 
     def __init__(self, config: LoopsConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory: LRU[tuple[str | None, str], SessionState] = LRU(config.max_sessions, config.session_ttl_s)  # per session
+        self.memory: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s, encode=encode, decode=decode)
+        self.session_states = self.memory  # carried between replicas by a shared state backend
 
     # ------------------------------------------------------------------ request
 

@@ -1,13 +1,14 @@
 """What the loops policy remembers per session (held in a bounded LRU with a TTL by the policy).
 
 Holds what one request cannot see by itself: how many exchanges of a session were refused in a
-row (the retry circuit breaker) and which loops already got a system note. Memory is per
-process: behind several replicas, route a session to one replica (sticky sessions).
+row (the retry circuit breaker) and which loops already got a system note. With a shared state
+backend (`state.redis_url`) it travels between replicas as the document `encode` makes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..cache import LRU
 
@@ -28,3 +29,15 @@ class SessionState:
         self.failures = 0
         self.failure_reasons = []
         self.failed_turn = None
+
+
+def encode(state: SessionState) -> dict[str, Any]:
+    return {"failures": state.failures, "reasons": state.failure_reasons, "turn": state.failed_turn,
+            "notes": [[key, rounds] for key, rounds in state.notes.items()]}
+
+
+def decode(doc: dict[str, Any]) -> SessionState:
+    state = SessionState(int(doc["failures"]), [str(r) for r in doc["reasons"]], doc["turn"])
+    for key, rounds in doc["notes"]:
+        state.notes.put(str(key), int(rounds))
+    return state

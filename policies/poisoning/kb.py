@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..base import Embedder, Store
+from ..base import Embedder, Store, Versions
 from ..errors import CtxwardenError
 from ..history.timestamps import parse_time
 from ..text.sentences import split_sentences
@@ -93,7 +93,8 @@ def _scalar_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 class KnowledgeBase:
-    def __init__(self, store: Store, embedder: Embedder, tenant: str | None = None, refresh_s: float = 5.0) -> None:
+    def __init__(self, store: Store, embedder: Embedder, tenant: str | None = None, refresh_s: float = 5.0,
+                 versions: Versions | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.tenant = tenant
@@ -104,6 +105,11 @@ class KnowledgeBase:
         self._stamp: tuple[Any, ...] | None = None  # the storage stamp the index was loaded at
         self._checked_at = 0.0
         self._lock = threading.RLock()
+        # Writes here publish a version; another replica's write shows as a new version within
+        # about a second (state.poll_s), so its index reloads then instead of after refresh_s.
+        self.versions = versions
+        self._version_name = f"kb:{tenant or ''}"
+        self._published = 0  # the published version the index was loaded at
 
     @property
     def collection(self) -> Any:
@@ -127,6 +133,7 @@ class KnowledgeBase:
             self._index = None  # rebuilt on the next read
             self.version += 1
             self._compact(written)
+        self._publish()
         return len(rows)
 
     def delete(self, doc_id: str) -> bool:
@@ -141,7 +148,15 @@ class KnowledgeBase:
             self._index = None
             self.version += 1
             self._compact(written)
-            return found
+        self._publish()
+        return found
+
+    def _publish(self) -> None:
+        if self.versions is not None:
+            self.versions.publish(self._version_name)
+
+    def _published_now(self) -> int:
+        return self.versions.current(self._version_name) if self.versions is not None else 0
 
     def _compact(self, written: int) -> None:
         """After an acknowledged write: compact the store's log when due (a failure is only logged)."""
@@ -177,20 +192,20 @@ class KnowledgeBase:
     def settled_empty(self) -> bool:
         """The loaded index is empty and no look for changes is due: a search now touches neither
         the store nor a model, so it may run on the event loop."""
-        return (self._index is not None and not len(self._index)
+        return (self._index is not None and not len(self._index) and self._published_now() == self._published
                 and time.monotonic() - self._checked_at < self.refresh_s)
 
     @property
     def index(self) -> EvidenceIndex:
         """The passages, loaded on first use and reloaded when another writer changed the KB."""
         with self._lock:
-            now = time.monotonic()
-            if self._index is None or now - self._checked_at >= self.refresh_s:
+            now, published = time.monotonic(), self._published_now()
+            if self._index is None or published != self._published or now - self._checked_at >= self.refresh_s:
                 self._checked_at = now
                 stamp = self.storage.stamp()
-                if self._index is None or stamp != self._stamp:
+                if self._index is None or stamp != self._stamp or published != self._published:
                     self._index = self._load()
-                    self._stamp = stamp
+                    self._stamp, self._published = stamp, published
                     self.version += 1
             return self._index
 

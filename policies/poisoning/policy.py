@@ -74,7 +74,7 @@ class PoisoningPolicy(BasePolicy):
             raise RuntimeError("the poisoning policy needs services.store and services.embedder")
         with self._lock:
             return self._kbs.get_or_create(tenant, lambda: KnowledgeBase(
-                self.services.store, self.services.embedder, tenant, self.config.kb_refresh_s))
+                self.services.store, self.services.embedder, tenant, self.config.kb_refresh_s, self.services.versions))
 
     @property
     def quarantine(self) -> QuarantineStore:

@@ -7,16 +7,17 @@ position; tools a later step needs are appended. The list is rebuilt (evicted) o
 compaction event (the history policy compacted this request, so the cached prefix is gone anyway)
 or when appending would pass `max_tools`. Every change is reported with its reason.
 
-Bounded: one entry per session in an LRU with a TTL, keyed by `Exchange.session_key`.
+Bounded: one entry per session in an LRU with a TTL, keyed by `Exchange.session_key`; carried
+between replicas by a shared state backend (the list stays append-only whichever replica serves).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
+from typing import Any, Hashable, Sequence
 
-from ..cache import LRU
+from ..state import SessionLRU
 
 # Why the forwarded list changed (reported as tools.list_changed reason=...).
 GROW = "grow"  # the ranking of a new step asked for a tool that was missing
@@ -56,13 +57,25 @@ def extend(current: Sequence[str], wanted: Sequence[str], available: set[str]) -
     return kept + added, added, removed
 
 
+def _encode(loadout: Loadout) -> dict[str, Any]:
+    return {"names": loadout.names, "request": loadout.request, "counted": sorted(loadout.counted)}
+
+
+def _decode(doc: dict[str, Any]) -> Loadout:
+    return Loadout([str(n) for n in doc["names"]], str(doc["request"]), set(doc["counted"]))
+
+
 class Loadouts:
     """Every session's loadout. A lock makes each read-modify-write whole: the search tool
     appends from the event loop while a selection may run in a worker thread."""
 
     def __init__(self, max_sessions: int, ttl_s: float) -> None:
-        self._items: LRU[Hashable, Loadout] = LRU(max_sessions, ttl_s)
+        self._items: SessionLRU[Loadout] = SessionLRU(max_sessions, ttl_s, encode=_encode, decode=_decode)
         self.lock = threading.RLock()
+
+    @property
+    def states(self) -> SessionLRU[Loadout]:
+        return self._items
 
     def get(self, session: Hashable) -> Loadout | None:
         return self._items.get(session)

@@ -78,6 +78,7 @@ class ToolsPolicy(BasePolicy):
         self.catalog = ToolCatalog()
         self.facts = FactsCache()
         self.loadouts = Loadouts(config.max_sessions, config.session_ttl_s)
+        self.session_states = self.loadouts.states  # carried between replicas by a shared state backend
         self.usage = UsageStats()
         self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS)
         self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(self.MAX_QUERY_VECTORS)

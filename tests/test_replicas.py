@@ -1,0 +1,187 @@
+"""Two `ctxwarden serve` replicas behind one agent: a real redis-server (state.redis_url), a real
+Chroma server (`chroma run`, storage.chroma_url), the official openai SDK alternating its requests
+between the replicas, and the fake upstream on 127.0.0.1. Also: Redis stopped mid-run."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from ctxwarden.proxy.fake_upstream import FakeUpstream
+from ctxwarden.proxy.local_server import LocalServer
+from ctxwarden.proxy.processes import redis_command, start_chroma, start_redis, start_replica
+from tests.conftest import openai_client, policies_off
+from tests.test_loops_detect import A, B, convo
+from tests.test_loops_e2e import TOOLS
+
+pytestmark = pytest.mark.skipif(redis_command() is None, reason="no redis-server (Debian: apt-get install -y redis-server)")
+
+ADMIN_KEY = "replica-admin-key"
+AUTH = {"authorization": f"Bearer {ADMIN_KEY}"}
+CAUTIOUS = {"enabled": True, "confidence_threshold": 1.0, "quarantine_band": [0.5, 1.0], "check_inputs": False}
+
+
+def replica_policies() -> dict:
+    policies = policies_off("loops", "clash", "poisoning")
+    policies.update(loops={"enabled": True, "action": "inject", "max_retries": 2},
+                    clash={"enabled": True, "strategy": "ask_user"}, poisoning=CAUTIOUS)
+    return policies
+
+
+@pytest.fixture(scope="module")
+def fake():
+    upstream = FakeUpstream()
+    server = LocalServer(upstream.app()).start()
+    upstream.url = server.url  # type: ignore[attr-defined]
+    yield upstream
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def topology(fake, tmp_path_factory):
+    """Redis, a Chroma server and two replicas sharing both (started once for the module)."""
+    work = tmp_path_factory.mktemp("replicas")
+    redis, chroma = start_redis(work), start_chroma(work)
+    config = {"upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None, "retries": 0},
+              "storage": {"chroma_url": chroma.url}, "state": {"redis_url": f"redis://127.0.0.1:{redis.port}/0"},
+              "policies": replica_policies()}
+    env = {"CTXWARDEN_ADMIN_KEY": ADMIN_KEY}
+    replicas = []
+    try:
+        for name in ("a", "b"):
+            replicas.append(start_replica(work, {**config, "storage": {**config["storage"], "path": str(work / name)}}, env=env))
+        yield {"redis": redis, "chroma": chroma, "a": replicas[0], "b": replicas[1]}
+    finally:
+        for process in [*replicas, chroma, redis]:
+            process.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_script(fake):
+    fake.reset()
+
+
+def create(replica, messages, session: str, tenant: str = "acme", **kwargs):
+    client = openai_client(replica)
+    headers = {"x-ctxwarden-session": session, "x-ctxwarden-tenant": tenant}
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, extra_headers=headers, **kwargs)
+    return raw.parse(), raw.headers["x-ctxwarden-actions"].split(",")
+
+
+def test_the_loop_guard_stops_at_the_same_step_as_one_replica(topology, fake):
+    """inject: the note on A, then the loop the model carried on with is stopped by B."""
+    def run(replicas, session):
+        msgs, stopped_at = convo(A(), B(), A(), B(), A(), B()), None
+        for step in range(4):
+            fake.reply(tool_calls=[{"id": f"call_{session}_{step}", "name": "search_flights", "arguments": json.dumps(A()[1])}])
+            answer, actions = create(replicas[step % len(replicas)], msgs, session, tools=TOOLS)
+            if "loops.stop" in actions:
+                stopped_at = step
+                break
+            call = answer.choices[0].message.tool_calls[0]
+            msgs = [*msgs, {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                    {"role": "tool", "tool_call_id": call.id, "content": A()[2]}]
+        return stopped_at
+
+    one = run([topology["a"]], "loop-one-replica")
+    two = run([topology["a"], topology["b"]], "loop-two-replicas")
+    assert one == two == 1  # noted at step 0 (on A), stopped at step 1 (on B: it knew of the note)
+
+
+def test_the_retry_breaker_counts_refusals_made_on_either_replica(topology, fake):
+    """Two quarantined answers in a row for one turn (on A, then B): the third attempt, on A, gets the
+    error-state answer without calling the upstream."""
+    r = httpx.post(f"{topology['a'].url}/admin/kb/documents", headers=AUTH, json={
+        "tenant": "retry", "documents": [{"id": "inception", "text": "Inception is starring Leonardo DiCaprio."}]})
+    assert r.status_code == 200, r.text
+    messages = [{"role": "user", "content": "Who stars in Inception?"}]
+    for replica in ("a", "b"):
+        fake.reply(content="Inception is starring Tom Cruise.")
+        _, actions = create(topology[replica], messages, "retries", tenant="retry")
+        assert "poisoning.quarantined" in actions, actions
+    calls = len(fake.chat_requests)
+    answer, actions = create(topology["a"], messages, "retries", tenant="retry")
+    assert "loops.retries_exhausted" in actions
+    assert len(fake.chat_requests) == calls and "2 " in answer.choices[0].message.content
+
+
+BUDGET_LUXURY = [
+    {"role": "system", "content": "You are a travel agent."},
+    {"role": "user", "content": "I'm planning a trip to Paris in May. I'm looking for budget hotels under $50 a night."},
+    {"role": "assistant", "content": "Here are some budget options."},
+    {"role": "user", "content": "Actually, I want a luxury 5-star hotel instead. What do you suggest?"},
+]
+
+
+def test_a_clash_question_asked_on_a_is_settled_by_the_answer_on_b(topology, fake):
+    question, actions = create(topology["a"], BUDGET_LUXURY, "clash")
+    assert "clash.ask_user" in actions and fake.chat_requests == []
+    turn2 = [*BUDGET_LUXURY, {"role": "assistant", "content": question.choices[0].message.content},
+             {"role": "user", "content": "2"}]
+    fake.reply(content="Here are luxury hotels.")
+    _, actions = create(topology["b"], turn2, "clash")
+    assert "clash.user_answer" in actions and "clash.ask_user" not in actions
+    assert "[no longer applies" in fake.chat_requests[0]["messages"][1]["content"]
+
+
+def test_a_quarantine_item_approved_on_b_is_gone_on_a(topology, fake):
+    r = httpx.post(f"{topology['a'].url}/admin/kb/documents", headers=AUTH, json={
+        "tenant": "review", "documents": [{"id": "tower", "text": "The Eiffel Tower stands in Paris."}]})
+    assert r.status_code == 200
+    fake.reply(content="The Eiffel Tower stands in Berlin.")
+    held, _ = create(topology["a"], [{"role": "user", "content": "Where is the Eiffel Tower?"}], "review", tenant="review")
+    qid = held.choices[0].message.content.split("quarantine id ")[1].split(")")[0]
+    pending = httpx.get(f"{topology['a'].url}/admin/quarantine?tenant=review", headers=AUTH).json()["data"]
+    assert qid in [item["id"] for item in pending]
+    assert httpx.post(f"{topology['b'].url}/admin/quarantine/{qid}/approve", headers=AUTH).status_code == 200
+    pending = httpx.get(f"{topology['a'].url}/admin/quarantine?tenant=review", headers=AUTH).json()["data"]
+    assert qid not in [item["id"] for item in pending if item.get("status", "pending") == "pending"]
+    assert httpx.get(f"{topology['a'].url}/admin/quarantine/{qid}", headers=AUTH).json()["status"] == "approved"
+
+
+def test_a_kb_document_replaced_on_a_is_used_by_b_within_a_second(topology, fake):
+    def write(city: str):
+        r = httpx.post(f"{topology['a'].url}/admin/kb/documents", headers=AUTH, json={
+            "tenant": "kb", "documents": [{"id": "office", "text": f"Acme's head office is in {city}."}]})
+        assert r.status_code == 200
+
+    def check_on_b(session: str) -> list[str]:
+        fake.reply(content="Acme's head office is in Berlin.")
+        return create(topology["b"], [{"role": "user", "content": "Where is Acme's head office?"}], session, tenant="kb")[1]
+
+    write("Mumbai")
+    time.sleep(1.0)
+    assert "poisoning.quarantined" in check_on_b("kb-1")  # B's index now holds Mumbai
+    write("Berlin")
+    time.sleep(1.0)
+    assert "poisoning.quarantined" not in check_on_b("kb-2")
+
+
+def test_with_redis_stopped_every_request_succeeds_and_says_degraded(topology, fake):
+    a, b, redis = topology["a"], topology["b"], topology["redis"]
+    redis.kill()
+    try:
+        for i, replica in enumerate((a, b, a, b)):
+            fake.reply(content=f"answer {i}")
+            answer, actions = create(replica, [{"role": "user", "content": f"hello {i}"}], "degraded")
+            assert answer.choices[0].message.content == f"answer {i}" and "state.degraded" in actions
+        ready = httpx.get(f"{a.url}/readyz")
+        assert ready.status_code == 200 and ready.json()["state"] == "degraded"
+        assert "ctxwarden_state_backend_up 0.0" in httpx.get(f"{a.url}/metrics").text.replace('{backend="redis"}', "")
+    finally:
+        redis.start(lambda p: _pings(p))
+    deadline = time.monotonic() + 5
+    while httpx.get(f"{a.url}/readyz").json()["state"] != "ok" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    fake.reply(content="back")
+    _, actions = create(a, [{"role": "user", "content": "hello again"}], "degraded")
+    assert "state.degraded" not in actions
+
+
+def _pings(process) -> bool:
+    import redis
+
+    return bool(redis.Redis(port=process.port, socket_timeout=1).ping())
