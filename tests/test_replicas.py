@@ -160,6 +160,23 @@ def test_a_kb_document_replaced_on_a_is_used_by_b_within_a_second(topology, fake
     assert "poisoning.quarantined" not in check_on_b("kb-2")
 
 
+def test_the_dashboard_of_either_replica_counts_the_requests_of_both(topology, fake):
+    def total(replica) -> float:
+        return httpx.get(f"{topology[replica].url}/admin/stats?window=1h", headers=AUTH).json()["requests"]["total"]
+
+    before = -1.0
+    while before != total("a"):  # earlier tests' counts may still be on their way (flushed every 2 s)
+        before = total("a")
+        time.sleep(2.5)
+    for i, replica in enumerate(("a", "b", "b", "b")):
+        fake.reply(content=f"answer {i}")
+        create(topology[replica], [{"role": "user", "content": f"count me {i}"}], "dashboard")
+    deadline = time.monotonic() + 10  # each replica flushes its counts every 2 s
+    while total("a") < before + 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert total("a") == before + 4 and total("b") == total("a")
+
+
 def test_with_redis_stopped_every_request_succeeds_and_says_degraded(topology, fake):
     a, b, redis = topology["a"], topology["b"], topology["redis"]
     redis.kill()

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from ..config import Settings
 from . import auth
 from .collector import Collector
+from .redis_store import RedisMinuteStore
 from .stats import WINDOWS, build, window_range
 from .store import MinuteStore
 
@@ -46,7 +47,9 @@ class Dashboard:
         self.pipeline = pipeline
         self.upstream = upstream
         cfg = settings.dashboard
-        self.store = MinuteStore(Path(settings.storage.path) / DB_FILE, cfg.retention_days)
+        # With Redis (replicas), every replica adds into one set of series; else a file under storage.path.
+        self.store: Any = (RedisMinuteStore(settings.state.redis_url, cfg.retention_days) if settings.state.redis_url
+                           else MinuteStore(Path(settings.storage.path) / DB_FILE, cfg.retention_days))
         self.collector = Collector(self.store, cfg.show_content)
         pipeline.listeners.append(self.collector.observe)
 
