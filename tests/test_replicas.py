@@ -10,10 +10,12 @@ import time
 import httpx
 import pytest
 
+from ctxwarden.policies.history.scratchpad import archive_ref
 from ctxwarden.proxy.fake_upstream import FakeUpstream
 from ctxwarden.proxy.local_server import LocalServer
 from ctxwarden.proxy.processes import redis_command, start_chroma, start_redis, start_replica
 from tests.conftest import openai_client, policies_off
+from tests.test_compression_e2e import REPORT, archived_conversation, window_for
 from tests.test_loops_detect import A, B, convo
 from tests.test_loops_e2e import TOOLS
 
@@ -21,11 +23,12 @@ pytestmark = pytest.mark.skipif(redis_command() is None, reason="no redis-server
 
 ADMIN_KEY = "replica-admin-key"
 AUTH = {"authorization": f"Bearer {ADMIN_KEY}"}
+SMALL_MODEL = "small-window-model"  # the archive acts only on this model's requests (budget pressure)
 CAUTIOUS = {"enabled": True, "confidence_threshold": 1.0, "quarantine_band": [0.5, 1.0], "check_inputs": False}
 
 
 def replica_policies() -> dict:
-    policies = policies_off("loops", "clash", "poisoning")
+    policies = policies_off("loops", "clash", "poisoning", "archive")
     policies.update(loops={"enabled": True, "action": "inject", "max_retries": 2},
                     clash={"enabled": True, "strategy": "ask_user"}, poisoning=CAUTIOUS)
     return policies
@@ -47,7 +50,8 @@ def topology(fake, tmp_path_factory):
     redis, chroma = start_redis(work), start_chroma(work)
     config = {"upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None, "retries": 0},
               "storage": {"chroma_url": chroma.url}, "state": {"redis_url": f"redis://127.0.0.1:{redis.port}/0"},
-              "policies": replica_policies()}
+              "policies": replica_policies(),
+              "models": {SMALL_MODEL: {"context_window": window_for(archived_conversation(), 0.85)}}}
     env = {"CTXWARDEN_ADMIN_KEY": ADMIN_KEY}
     replicas = []
     try:
@@ -64,10 +68,10 @@ def fresh_script(fake):
     fake.reset()
 
 
-def create(replica, messages, session: str, tenant: str = "acme", **kwargs):
+def create(replica, messages, session: str, tenant: str = "acme", model: str = "gpt-4o", **kwargs):
     client = openai_client(replica)
     headers = {"x-ctxwarden-session": session, "x-ctxwarden-tenant": tenant}
-    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, extra_headers=headers, **kwargs)
+    raw = client.chat.completions.with_raw_response.create(model=model, messages=messages, extra_headers=headers, **kwargs)
     return raw.parse(), raw.headers["x-ctxwarden-actions"].split(",")
 
 
@@ -175,6 +179,24 @@ def test_the_dashboard_of_either_replica_counts_the_requests_of_both(topology, f
     while total("a") < before + 4 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert total("a") == before + 4 and total("b") == total("a")
+
+
+def test_a_tool_result_archived_on_a_is_recalled_on_b(topology, fake):
+    fake.reply(content="I have the ledger.")
+    _, actions = create(topology["a"], archived_conversation(), "archive", model=SMALL_MODEL)
+    ref = archive_ref(REPORT, "call_report")
+    assert "archive.archive" in actions and f"ref={ref}" in fake.chat_requests[0]["messages"][3]["content"]
+    # B never saw the report: its conversation only mentions the ref (as a client that kept the stub would)
+    stubbed = [{"role": "user", "content": "What was the grand total?"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "get_ledger", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": f"[archived ledger: ref={ref}]"}]
+    fake.reset()
+    fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"ref": ref})}])
+    fake.reply(content="48,213.55 EUR.")
+    answer, _ = create(topology["b"], stubbed, "archive-b")
+    assert answer.choices[0].message.content == "48,213.55 EUR."
+    assert fake.chat_requests[1]["messages"][-1]["content"] == REPORT  # answered by B from the shared store
 
 
 def test_with_redis_stopped_every_request_succeeds_and_says_degraded(topology, fake):
