@@ -20,11 +20,14 @@ def local_judge(docs: dict[str, str]) -> Callable[..., ClaimVerdict]:
     index = EvidenceIndex(sentences, np.asarray(embedder.embed([s.text for s in sentences])))
     checker = LocalChecker()
 
-    def verdict(claim: str, question: str = "") -> ClaimVerdict:
+    def claim_of(claim: str, question: str = "") -> ClaimToCheck:
         query = f"{question} {claim}".strip()
-        evidence = index.search([query], embedder.embed([query]), 4)[0]
-        return checker.verdict(ClaimToCheck(claim, question, tuple(evidence)))
+        return ClaimToCheck(claim, question, tuple(index.search([query], embedder.embed([query]), 4)[0]))
 
+    def verdict(claim: str, question: str = "") -> ClaimVerdict:
+        return checker.verdict(claim_of(claim, question))
+
+    verdict.claim = claim_of  # the claim with its evidence, for tests that read the features
     return verdict
 
 

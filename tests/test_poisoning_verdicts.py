@@ -45,8 +45,8 @@ def test_wrong_facts_in_ordinary_sentences_are_contradicted(judge, question, cla
     ("", "Curie won a physics Nobel in 1903."),
 ])
 def test_paraphrases_of_the_kb_are_not_contradicted(judge, question, claim):
-    v = judge(claim, question)
-    assert v.label != CONTRADICTED and v.confidence < 0.8, (claim, v)
+    v = judge(claim, question)  # a supported verdict's confidence is how sure the support is
+    assert v.label != CONTRADICTED and (v.label == SUPPORTED or v.confidence < 0.8), (claim, v)
 
 
 @pytest.mark.parametrize("claim", [

@@ -17,24 +17,29 @@ from functools import lru_cache
 
 from ...text.slots import Slot, agree, content_words, fold, slots
 from .base import ClaimToCheck, Evidence
+from .choice import BY_DATES, BY_WORDS, asks_for_value, choice_conflict, polar_conflict
 from .roles import additive, clauses, in_list, negated_statement, role, same_role
 
 # Weights of the contradiction score (a logistic model over the features below), fitted on the
 # dev half of HaluEval QA with bench/poisoning.py --fit; the held-out half reports the result.
 WEIGHTS = {
-    "bias": -1.15,
-    "unbacked_slots": 2.41,  # share of the answer's own names/quantities/dates the evidence lacks
-    "unbacked_words": 5.07,  # share of the answer's own content words the evidence lacks
-    "unbacked_any": 2.79,  # any of its own names/quantities/dates unbacked
-    "value_conflict": 0.43,  # a quantity/date of the same kind with another value (also counted as unbacked)
-    "name_conflict": 0.58,  # an unbacked name where the evidence has one the question did not give
-    "negation_conflict": 1.74,
-    "coverage": -0.24,
-    "distance": 0.95,  # 1 - cosine similarity of question + claim and the closest evidence sentence
-    "rival_predicate": 2.06,  # the claim's predicate words sit in evidence with another name
+    "bias": -1.06,
+    "unbacked_slots": 1.94,  # share of the answer's own names/quantities/dates the evidence lacks
+    "unbacked_words": 5.24,  # share of the answer's own content words the evidence lacks
+    "unbacked_any": 2.52,  # any of its own names/quantities/dates unbacked
+    "value_conflict": 0.71,  # a quantity/date of the same kind with another value (also counted as unbacked)
+    "name_conflict": 0.47,  # an unbacked name where the evidence has one the question did not give
+    "negation_conflict": 1.71,
+    "coverage": -0.5,
+    "distance": 0.62,  # 1 - cosine similarity of question + claim and the closest evidence sentence
+    "rival_predicate": 2.0,  # the claim's predicate words sit in evidence with another name
+    "choice_conflict": 2.26,  # a choice ordered in time: the answer picks the option the dates do not
+    "choice_lean": 1.95,  # ... or the other option's profile states the question's predicate, this one's not
+    "unanswered": 2.18,  # the question asks for a value (not yes/no, no options) and the claim adds none
 }
 
-FLOORS = {"value_conflict": 0.92, "negation_conflict": 0.85, "name_conflict": 0.85}
+FLOORS = {"value_conflict": 0.92, "negation_conflict": 0.85, "name_conflict": 0.85, "choice_conflict": 0.85}
+TOPIC_SLACK = 0.2  # documents about the question: within this of the best one's share of its names
 WORDING_CAP = 0.4  # unbacked wording alone (every name/number/date backed): passes by default
 UNBACKED_CAP = 0.45  # an unbacked name/number/date the KB names no rival for: unverifiable, passes
 
@@ -52,6 +57,9 @@ class ClaimFeatures:
     negation_conflict: bool = False
     similarity: float = 0.0  # the closest evidence sentence's cosine similarity to question + claim
     rival_predicate: bool = False  # the claim's predicate words sit in evidence with another name
+    choice_conflict: bool = False  # a choice ordered in time answered against the dates (choice.py)
+    choice_lean: bool = False  # a choice or yes/no answered against what the options' profiles state
+    unanswered: bool = False  # the question asks for a value; the claim gives none of its own
 
     @property
     def backed(self) -> bool:
@@ -63,6 +71,8 @@ class ClaimFeatures:
             return "wrong_date" if any(s.kind == "date" for s in self.unbacked) else "wrong_number"
         if self.negation_conflict:
             return "negated_fact"
+        if self.choice_conflict or self.choice_lean:
+            return "wrong_entity"
         if self.name_conflict or any(s.kind == "name" for s in self.unbacked):
             return "wrong_entity"
         return "unsupported_detail"
@@ -80,6 +90,9 @@ class ClaimFeatures:
             "coverage": c,
             "distance": c * (1.0 - self.similarity),
             "rival_predicate": c * float(self.rival_predicate),
+            "choice_conflict": c * float(self.choice_conflict),
+            "choice_lean": c * float(self.choice_lean),
+            "unanswered": c * float(self.unanswered),
         }
 
     def contradiction_score(self) -> float:
@@ -88,11 +101,10 @@ class ClaimFeatures:
         in the same role), and capped below blocking when nothing but wording is unbacked."""
         z = WEIGHTS["bias"] + sum(WEIGHTS[k] * v for k, v in self.vector().items())
         p = 1.0 / (1.0 + math.exp(-z))
-        floor = max(FLOORS["value_conflict"] * self.value_conflict, FLOORS["negation_conflict"] * self.negation_conflict,
-                    FLOORS["name_conflict"] * self.name_conflict)
-        if not (self.unbacked or self.negation_conflict or self.rival_predicate):
+        floor = max(FLOORS[k] * getattr(self, k) for k in FLOORS)
+        if not (self.unbacked or self.negation_conflict or self.rival_predicate or self.choice_conflict or self.choice_lean):
             p = min(p, WORDING_CAP)
-        elif not (self.value_conflict or self.name_conflict or self.negation_conflict):
+        elif not (self.value_conflict or self.name_conflict or self.negation_conflict or self.choice_conflict):
             p = min(p, UNBACKED_CAP)
         return max(p, floor * self.coverage)
 
@@ -125,7 +137,7 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     evidence = claim.evidence
     asked = _slots_of(claim.question)
     said = [s for s in _slots_of(claim.text) if not any(agree(s, q) for q in asked)]
-    ev_text = " ".join(e.window for e in evidence)
+    ev_text = _backing_text(claim, asked)
     ev_slots = _slots_of(ev_text)
     ev_folded = fold(ev_text)
     unbacked = [s for s in said if not any(agree(s, e) for e in ev_slots) and fold(s.text) not in ev_folded]
@@ -133,8 +145,9 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     own_words = _words_of(claim.text) - _words_of(claim.question) - {w for s in said for w in content_words(s.text)}
     # what the answer is about: the question's subject, or (a question like "tell me more") the claim's
     subjects = _names_in(claim.text) or _names_in(claim.context)[:1]
-    coverage = max([_coverage(claim.question, asked, ev_text) if claim.question else 0.0]
-                   + [_coverage(n, _slots_of(n), ev_text) for n in subjects])
+    all_text = " ".join(e.window for e in evidence)
+    coverage = max([_coverage(claim.question, asked, all_text) if claim.question else 0.0]
+                   + [_coverage(n, _slots_of(n), all_text) for n in subjects])
     f = ClaimFeatures(best_evidence=_aligned(claim), coverage=coverage,
                       own_slots=said, unbacked=unbacked, own_words=len(own_words),
                       unbacked_words=len(own_words - ev_words))
@@ -151,7 +164,31 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     f.similarity = max(e.similarity for e in evidence)
     f.rival_predicate = _rival_predicate(claim, said, asked, own_words)
     f.negation_conflict = _negation_conflict(claim.text, aligned)
+    f.unanswered = not said and not own_words and asks_for_value(claim.question)
+    how = choice_conflict(claim.text, claim.question, evidence)
+    f.choice_conflict = how == BY_DATES
+    f.choice_lean = how == BY_WORDS or polar_conflict(claim.text, claim.question, evidence)
     return f
+
+
+def _backing_text(claim: ClaimToCheck, asked: tuple[Slot, ...]) -> str:
+    """The evidence that may back the answer: the documents about what the question asks (a
+    "Labour" found in a passage about another politician backs nothing about this one), and
+    those that name something those documents name (the second hop of "the party of the man
+    who opened it"). Without a question, all of it."""
+    by_doc: dict[str, list[str]] = {}
+    for e in claim.evidence:
+        by_doc.setdefault(e.doc_id, []).append(e.window)
+    texts = {d: " ".join(w) for d, w in by_doc.items()}
+    if not claim.question or len(texts) == 1:
+        return " ".join(texts.values())
+    cover = {d: _topic(claim.question, asked, t) for d, t in texts.items()}
+    best = max(cover.values())
+    kept = [d for d in texts if cover[d] >= best - TOPIC_SLACK]
+    asked_names = [q for q in asked if q.kind == "name"]  # the hop: a full name the kept ones give
+    known = [n for d in kept for n in _names(texts[d]) if len(n.value) >= 2 and not any(agree(n, q) for q in asked_names)]
+    kept += [d for d in texts if d not in kept and any(agree(n, k) for n in _names(texts[d]) if len(n.value) >= 2 for k in known)]
+    return " ".join(texts[d] for d in kept)
 
 
 def _negation_conflict(text: str, aligned: str) -> bool:
@@ -246,6 +283,20 @@ def _aligned(claim: ClaimToCheck) -> Evidence:
 def _overlap(a: str, b: str) -> float:
     words = _words_of(a)
     return len(words & _words_of(b)) / len(words) if words else 0.0
+
+
+def _topic(question: str, asked: tuple[Slot, ...], text: str) -> float:
+    """How squarely a document is about what the question names: the share of the question's
+    names it writes out in full (a passage saying "German" is not about the German Grand Prix),
+    then (a tie-break, or alone when the question names nothing) the share of its words."""
+    names = [s for s in asked if s.kind == "name"]
+    by_words = _coverage(question, (), text)
+    if not names:
+        return by_words
+    found = _slots_of(text)
+    folded = fold(text)
+    whole = sum(1 for n in names if fold(n.text) in folded or any(n.kind == e.kind and set(n.value) <= set(e.value) for e in found))
+    return whole / len(names) + 0.1 * by_words
 
 
 def _coverage(question: str, asked: tuple[Slot, ...], ev_text: str) -> float:
