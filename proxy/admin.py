@@ -57,6 +57,8 @@ def _json_handler(handler):
                 except ValueError as exc:
                     raise ProxyError(400, "invalid_request", f"The request body is not valid JSON: {exc}")
         params = {**request.query_params, **request.path_params}
+        if "x-ctxwarden-tenant" in request.headers:  # the memory routes take their tenant from the header
+            params.setdefault("x-ctxwarden-tenant", request.headers["x-ctxwarden-tenant"])
         status, data = await handler(params, body)
         return JSONResponse(data, status_code=status)
 

@@ -86,9 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         add_kb_commands = None
     if add_kb_commands:
         add_kb_commands(sub)
+    from .memory_cli import add_memory_commands
     from .stats_cli import add_stats_command
 
     add_stats_command(sub)
+    add_memory_commands(sub)
     return parser
 
 

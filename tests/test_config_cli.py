@@ -12,7 +12,7 @@ from ctxwarden.proxy.config import ConfigError, load_settings
 
 def test_embedded_default_is_valid_and_has_every_policy():
     settings = load_settings()
-    assert list(settings.policy_configs()) == ["loops", "poisoning", "clash", "history", "archive", "tools"]
+    assert list(settings.policy_configs()) == ["loops", "poisoning", "clash", "history", "archive", "tools", "memory"]
     assert settings.server.port == 8787 and settings.budget.reject == 0.95
 
 

@@ -26,11 +26,11 @@ from ..cache import LRU
 from ..messages import Message
 from ..state import SessionLRU
 from ..text.statements.extract import extract
+from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from .detect import Clash, Located, local_clashes, text_keys
 from .edit import apply_losses
 from .judge import Judge, JudgeError
-from .match import Matcher
 from .question import Texts
 from .resolve import Resolution, resolve
 from .state import SessionState, decode, encode

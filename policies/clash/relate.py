@@ -24,9 +24,9 @@ from functools import lru_cache
 from typing import Sequence
 
 from ..text.statements.lexicon import diet_allows
+from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from ..text.statements.subject import lemma, words
-from .match import Matcher
 
 NAMED = ("v.name", "v.id")  # typed values that name a thing: one word of them is an object
 

@@ -1,4 +1,5 @@
 """Whether two statements are about the same thing: the same subject, in the same scope.
+(Shared by the clash and memory policies.)
 
 Statements on one slot ("v.date", "amount.budget.total.max.usd") are compared only when they are
 about the same thing. Subjects match when they share a word, or, where the policy has an
@@ -14,9 +15,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..base import Embedder
-from ..text.statements.model import Statement
-from ..text.statements.subject import different_scope, words
+from ...base import Embedder
+from .model import Statement
+from .subject import different_scope, words
 
 SUBJECT_SIMILARITY = 0.8  # cosine above which two subjects with no word in common are one subject
 QUALIFIER_SIMILARITY = 0.9  # cosine above which two qualifiers name the same scope

@@ -1,0 +1,37 @@
+"""The memory policy's configuration (`policies.memory`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ..base import PolicyConfig
+
+Kind = Literal["preference", "fact", "instruction", "constraint"]
+KINDS: tuple[str, ...] = ("preference", "fact", "instruction", "constraint")
+SCOPES: tuple[str, ...] = ("private", "shared")
+
+
+class MemoryConfig(PolicyConfig):
+    min_score: float = Field(0.7, ge=0, le=2)  # calibrated relevance + bonuses a memory needs to be injected
+    top_k: int = Field(5, ge=1, le=50)  # memories injected at most per request
+    max_tokens: int = Field(300, ge=10)  # tokens the injected block may take
+    extract: Literal["local", "llm"] = "local"  # local: typed statements; llm: judge_model, strict JSON
+    judge_model: str | None = None  # the model `extract: llm` asks (the poisoning judge's, when wired by the proxy)
+    judge_timeout_s: float = Field(10, gt=0)
+    strategy: Literal["prefer_recent", "ask_user", "merge", "keep_existing"] = "prefer_recent"
+    recent_s: float = Field(3600, ge=0)  # a memory younger than this scores recent_bonus more
+    recent_bonus: float = Field(0.1, ge=0, le=1)
+    profile_kinds: list[Kind] = ["instruction", "constraint"]  # kinds that hold whatever the topic ...
+    profile_bonus: float = Field(0.15, ge=0, le=1)  # ... score this much more
+    max_users: int = Field(10_000, ge=1)  # users whose memories are held in memory for search (LRU)
+    refresh_s: float = Field(5, ge=0)  # re-read a user's memories from the store this often (other replicas' writes)
+    max_sessions: int = Field(10_000, ge=1)  # sessions whose injected blocks are remembered (prefix stability)
+    session_ttl_s: float = Field(3600, gt=0)  # ... and for how long an idle one is kept
+
+    @model_validator(mode="after")
+    def _llm_needs_a_model(self) -> "MemoryConfig":
+        if self.extract == "llm" and not self.judge_model:
+            raise ValueError("extract: llm needs judge_model (the model that extracts memories)")
+        return self

@@ -1,0 +1,117 @@
+"""WRITE, local: which sentences of a user turn are durable memories, and of which kind.
+
+A sentence becomes a memory when the statement reader (text/statements) finds the user stating
+something about themselves or about how they want to be served, and the sentence's own features
+say it is meant to last: not a question, not a hypothetical, not the past, not a plan, not a
+request for something now. Each test is a feature the statement reader already computes; there
+are no word lists here. The kind follows from the statement:
+
+    fact         a fact about the user ("I live in Berlin", "my name is ...", a count they have)
+    constraint   a limit or a refusal ("never ...", "I can't eat ...", a maximum amount)
+    instruction  how to answer, said as an imperative ("Always answer in French")
+    preference   what they like or choose ("I prefer quality hotels")
+
+A request for something now is an imperative whose statements name the specifics of that request
+(a place, a date, a name: `v.*`, `date.*`, `time.*` values): "book me a flight to London on March
+3" is a request, "always answer in French" is an instruction.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..text.statements.extract import extract
+from ..text.statements.model import Sentence, Statement, split_sentences
+
+MIN_QUALITY = 0.5  # the write gate: a candidate scoring less is not stored
+_ONE_OFF_FAMILIES = ("v.", "date.", "time.")  # values that name the specifics of one request
+# The user as the grammatical subject (a closed class of pronouns): statements read by the generic
+# readers (`v.*`: any typed value, any clause) are the user's only when the user is their subject.
+_SPEAKER_SUBJECT = re.compile(r"^\W*(?:i|i'm|im|i'd|i've|i'll|we|we're|we'd|we've|my|our)\b")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A memory the extractor proposes: its text, kind, gate score and the statements behind it."""
+
+    text: str
+    kind: str
+    quality: float
+    statements: tuple[Statement, ...]
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(st.slot for st in self.statements))
+
+
+def candidates(text: str) -> list[Candidate]:
+    """The durable memories in one user text, in order; cached through the statement reader."""
+    statements = extract(text)
+    if not statements:
+        return []
+    by_sentence: dict[int, list[Statement]] = {}
+    for st in statements:
+        by_sentence.setdefault(st.sentence, []).append(st)
+    out: list[Candidate] = []
+    for sentence in split_sentences(text):
+        found = by_sentence.get(sentence.index)
+        if not found:
+            continue
+        candidate = _judge(sentence, found)
+        if candidate is not None and candidate.quality >= MIN_QUALITY:
+            out.append(candidate)
+    return out
+
+
+def _judge(s: Sentence, found: list[Statement]) -> Candidate | None:
+    if any(_dated(st) for st in found):
+        return None  # tied to one occasion ("I flew to Madrid on Tuesday", "the meeting is at 3pm today")
+    lasting = [st for st in found if _lasting(s, st)]
+    if not lasting:
+        return None
+    refusal = all(st.negated for st in lasting)
+    if s.imperative and not refusal and any(st.slot.startswith(_ONE_OFF_FAMILIES) for st in found):
+        return None  # a request for something now, with its own specifics
+    return Candidate(s.text.strip(), _kind(s, lasting), _quality(s, lasting), tuple(lasting))
+
+
+def _dated(st: Statement) -> bool:
+    return st.slot.startswith(("date.", "v.date"))
+
+
+def _lasting(s: Sentence, st: Statement) -> bool:
+    """The statement holds beyond this turn: stated, now, by the user, for themselves."""
+    pos = st.vstart - s.start
+    if st.step or s.question_at(pos) or s.hypothetical(pos) or s.past(pos) or s.future(pos):
+        return False
+    if st.slot.startswith("v."):
+        if st.negated and (s.imperative or not s.first_person):
+            return True  # a refusal addressed to the agent: "do not use emojis", "avoid long layovers"
+        return bool(_SPEAKER_SUBJECT.match(s.lower))  # "I'm allergic to peanuts"; not "tell me a joke"
+    return s.first_person or s.imperative or st.kind == "preference"
+
+
+def _kind(s: Sentence, lasting: list[Statement]) -> str:
+    """fact, instruction, constraint or preference (module docstring)."""
+    if any(st.kind == "fact" for st in lasting) and not s.imperative:
+        return "fact"
+    if any(st.slot.startswith("answer.") for st in lasting) or (s.imperative and not any(st.negated for st in lasting)):
+        return "instruction"
+    if any((st.negated and not st.slot.startswith("like.")) or ".max" in st.slot for st in lasting):
+        return "constraint"
+    if all(st.kind == "value" for st in lasting) or any(st.kind == "fact" for st in lasting):
+        return "fact"
+    return "preference"
+
+
+def _quality(s: Sentence, lasting: list[Statement]) -> float:
+    """The gate's relevance: how plainly the sentence states something lasting (0-1)."""
+    score = 0.6
+    if s.first_person or s.imperative:
+        score += 0.2
+    if any(st.kind != "value" for st in lasting):
+        score += 0.2
+    if s.changes:
+        score -= 0.1  # a change of mind: still a memory, it supersedes the earlier one
+    return max(0.0, min(1.0, score))

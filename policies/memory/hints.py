@@ -1,0 +1,76 @@
+"""Whose memories a request reads and writes: the request's hints, read once.
+
+    x-ctxwarden-user    whose memories apply (else the OpenAI `user` field); none → memory is skipped
+    x-ctxwarden-task    the task inside the user's memories (none: the user's default task)
+    x-ctxwarden-scope   private (default: only this task sees what the request writes) | shared (every task)
+    x-ctxwarden-memory  off: neither write nor select for this request
+
+The proxy collects every x-ctxwarden-* header into `Exchange.headers` (lower-case) and never
+forwards them upstream; the OpenAI `user` field is the client's own and passes through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..base import Exchange
+from ..errors import CtxwardenError
+from .config import SCOPES
+
+MAX_NAME_LENGTH = 256
+
+
+class HintError(CtxwardenError, ValueError):
+    """A memory hint the client sent is not valid (an HTTP 400 naming the header)."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Where a request's memories live: tenant → user → task, and the scope it writes with."""
+
+    tenant: str | None
+    user: str
+    task: str = ""
+    scope: str = "private"
+
+
+def check_name(value: object, param: str) -> str:
+    """A user or task name: a printable string of 1-256 characters."""
+    if not isinstance(value, str) or not value:
+        raise HintError(f"{param} must be a non-empty string", param)
+    if len(value) > MAX_NAME_LENGTH or not value.isprintable():
+        raise HintError(f"{param} must be at most {MAX_NAME_LENGTH} printable characters", param)
+    return value
+
+
+def check_scope(value: object, param: str = "x-ctxwarden-scope") -> str:
+    if value not in SCOPES:
+        raise HintError(f"{param} must be one of {', '.join(SCOPES)} (got {str(value)[:40]!r})", param)
+    return str(value)
+
+
+def owner_of(ex: Exchange) -> Owner | None:
+    """The request's owner, or None when memory does not apply (no user, or memory: off)."""
+    hints = ex.headers
+    switch = hints.get("x-ctxwarden-memory")
+    if switch is not None:
+        switch = switch.strip().lower()
+        if switch not in ("on", "off"):
+            raise HintError(f"x-ctxwarden-memory must be on or off (got {switch[:40]!r})", "x-ctxwarden-memory")
+        if switch == "off":
+            return None
+    user = hints.get("x-ctxwarden-user")
+    if user is None:
+        user = ex.body.get("user")
+        if not isinstance(user, str) or not user:
+            return None
+    user = check_name(user, "x-ctxwarden-user")
+    task = hints.get("x-ctxwarden-task") or ""
+    if task:
+        task = check_name(task, "x-ctxwarden-task")
+    scope = check_scope(hints.get("x-ctxwarden-scope", "private").strip().lower())
+    return Owner(ex.tenant, user, task, scope)

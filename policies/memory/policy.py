@@ -1,0 +1,176 @@
+"""The `memory` policy: WRITE what users say that should last, SELECT what bears on a request,
+ISOLATE by tenant → user → task (see docs/ARCHITECTURE.md, "Memory").
+
+Per request with a user (x-ctxwarden-user, else the OpenAI `user` field; nothing at all happens
+without one, or with x-ctxwarden-memory: off):
+  1. the latest user message is read for durable memories (extract.py, or the judge model with
+     `extract: llm`), compared with the user's live memories (supersede.py) and stored (writer.py):
+     actions memory.write, memory.supersede, memory.ask_user;
+  2. the user's memories visible to the task are scored against that message (select.py) and the
+     best go, as one `Relevant context:` block, at the start of that message (inject.py): memory.select.
+Blocks are remembered per session (session.py; carried between replicas by a shared state backend)
+and put back in the same place on later turns (prefix stability).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import numpy as np
+
+from ..base import BasePolicy, Exchange, Reject, Services, Verdict, run_cpu
+from ..errors import CtxwardenError
+from ..messages import content_text, last_user_index
+from ..state import SessionLRU
+from ..text.statements.match import Matcher
+from .admin import MemoryAdmin
+from .calibrate import Calibration, fit
+from .config import MemoryConfig
+from .extract import candidates
+from .hints import HintError, Owner, owner_of
+from .index import UserIndex
+from .inject import block_text, user_message_keys
+from .llm_extract import LLMExtractError, LLMExtractor
+from .select import select
+from .session import Given, SessionState, decode, encode
+from .store import MemoryStore
+from .writer import Provenance, WriteReport, write
+
+log = logging.getLogger("ctxwarden.memory")
+
+
+class MemoryPolicy(BasePolicy):
+    name = "memory"
+    Config = MemoryConfig
+
+    def __init__(self, config: MemoryConfig, services: Services) -> None:
+        super().__init__(config, services)
+        self.sessions: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s,
+                                                             encode=encode, decode=decode)
+        self.session_states = self.sessions  # carried between replicas by a shared state backend
+        self._store: MemoryStore | None = None
+        self._calibration: Calibration | None = None
+        self._llm = LLMExtractor(services, config.judge_model, config.judge_timeout_s) if config.extract == "llm" else None
+
+    # ------------------------------------------------------------------ services
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            if self.services.store is None or self.services.embedder is None:
+                raise MemoryUnavailable("memory needs the store and an embedder (Services.store, Services.embedder)")
+            self._store = MemoryStore(self.services.store, self.services.embedder, self.config.max_users)
+        return self._store
+
+    async def calibration(self) -> Calibration:
+        if self._calibration is None:
+            self._calibration = await asyncio.to_thread(fit, self.services.embedder)
+            log.info("memory: relevance calibrated for %s (0.7 at cosine %.3f)", self._calibration.embedder,
+                     self._calibration.cosine_for(0.7))
+        return self._calibration
+
+    # ------------------------------------------------------------------ request
+
+    async def on_request(self, ex: Exchange) -> Verdict | None:
+        try:
+            owner = owner_of(ex)
+        except HintError as exc:
+            return Reject(400, "invalid_request", str(exc), param=exc.param)
+        if owner is None:
+            return None
+        latest = last_user_index(ex.messages)
+        if latest < 0:
+            return None
+        keys = user_message_keys(ex.messages)
+        given = self.sessions.get_or_create(ex.session_key, SessionState).of(owner)
+        key = keys[latest]
+        if key not in given.written:
+            given.mark_written(key)
+            await self._write(ex, owner, content_text(ex.messages[latest]), key)
+        index = await self._index(owner)
+        given.drop_missing(lambda mid: index.get(mid) is not None)  # deleted since: chosen again
+        if key not in given.blocks:
+            given.give(key, await self._select(ex, owner, index, content_text(ex.messages[latest]), keys))
+        edited = given.apply(ex.messages, keys)
+        if edited is not None:
+            ex.messages = edited
+        return None
+
+    async def _write(self, ex: Exchange, owner: Owner, text: str, key: str) -> None:
+        found = candidates(text) if len(text) < 300 else await run_cpu(True, candidates, text)
+        if self._llm is not None:
+            try:
+                found = await self._llm.candidates(ex, text)
+            except LLMExtractError as exc:
+                self.record(ex, "extract_fallback", error=str(exc)[:200])
+        if not found:
+            return
+        origin = Provenance(ex.session_id, key.split("#", 1)[0])
+        report = await asyncio.to_thread(write, self.store, owner, found, self.config.strategy, origin,
+                                         Matcher(self.services.embedder))
+        self._report_write(ex, report)
+
+    def _report_write(self, ex: Exchange, report: WriteReport) -> None:
+        if report.written:
+            self.record(ex, "write", count=len(report.written), ids=[m.id for m in report.written],
+                        kinds=[m.kind for m in report.written], merged=len(report.merged))
+            self.services.metrics.add("ctxwarden.memory.written", len(report.written))
+        for older, newer in report.superseded:
+            self.record(ex, "supersede", older=older.id, newer=newer.id, strategy=self.config.strategy,
+                        reason=f"{older.text!r} contradicted by {newer.text!r}")
+            self.services.metrics.add("ctxwarden.memory.superseded", 1, strategy=self.config.strategy)
+        for older, newer in report.unsettled:
+            self.record(ex, "ask_user", older=older.text, newer=newer.text)
+
+    async def _index(self, owner: Owner) -> UserIndex:
+        index = self.store.cached(owner.tenant, owner.user)
+        if index is None:
+            return await asyncio.to_thread(self.store.index, owner.tenant, owner.user)
+        self._maybe_refresh(owner, index)
+        return index
+
+    async def _select(self, ex: Exchange, owner: Owner, index: UserIndex, text: str, keys: dict[int, str]) -> Given:
+        if not len(index):
+            return Given()
+        calibration = await self.calibration()
+        query = np.asarray(self.services.embedder.embed([text])[0], dtype=np.float32)
+        in_conversation = {k.split("#", 1)[0] for k in keys.values()}
+        chosen = select(index, query, owner.task, self.config, calibration,
+                        lambda t: self.services.tokens.count_text(t, ex.model), in_conversation)
+        if not chosen:
+            return Given()
+        self.record(ex, "select", count=len(chosen), ids=[s.memory.id for s in chosen],
+                    scores=[round(s.score, 3) for s in chosen])
+        self.services.metrics.record("ctxwarden.memory.selected", len(chosen))
+        return Given(block_text([s.memory.text for s in chosen]), tuple(s.memory.id for s in chosen))
+
+    def _maybe_refresh(self, owner: Owner, index: Any) -> None:
+        """Every refresh_s, look in the background for writes by another process; reload if any."""
+        import time
+
+        if index.checking or time.monotonic() - index.loaded_at < self.config.refresh_s or self.config.refresh_s == 0:
+            return
+        index.checking = True
+
+        async def check() -> None:
+            try:
+                if await asyncio.to_thread(self.store.stale, owner.tenant, owner.user):
+                    await asyncio.to_thread(self.store.reload, owner.tenant, owner.user)
+                index.loaded_at = time.monotonic()
+            except Exception as exc:  # the cached memories stay in use
+                log.warning("memory: refresh of %s failed: %s", owner.user, exc)
+            finally:
+                index.checking = False
+
+        asyncio.get_running_loop().create_task(check())
+
+    # ------------------------------------------------------------------ admin
+
+    def admin_routes(self) -> list[Any]:
+        return MemoryAdmin(self).routes()
+
+
+class MemoryUnavailable(CtxwardenError, RuntimeError):
+    """The policy has no store or no embedder to work with (a wiring error, reported as memory.failed)."""

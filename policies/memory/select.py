@@ -1,0 +1,62 @@
+"""SELECT: which of a user's memories bear on a request, scored and kept within a budget.
+
+    score = relevance (calibrated cosine, 0-1) + recent_bonus if younger than recent_s
+            + profile_bonus if its kind is one of profile_kinds
+Kept: live, visible to the request's task (its own private memories and the user's shared ones),
+not written from a message of this conversation (the model reads those already), score >= min_score,
+the best top_k, within max_tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Collection
+
+import numpy as np
+
+from .calibrate import Calibration
+from .config import MemoryConfig
+from .index import UserIndex
+from .model import Memory
+
+CANDIDATES = 64  # best-by-cosine memories scored in full (the bonuses are at most 0.25 together)
+
+
+@dataclass(frozen=True)
+class Selected:
+    memory: Memory
+    score: float
+    relevance: float
+
+
+def select(index: UserIndex, query: np.ndarray, task: str, config: MemoryConfig, calibration: Calibration,
+           count_tokens: Callable[[str], int], exclude_messages: Collection[str] = (), now: float | None = None) -> list[Selected]:
+    sims, live = index.similarities(query)
+    if not len(sims):
+        return []
+    now = time.time() if now is None else now
+    floor = calibration.cosine_for(max(1e-6, min(1 - 1e-6, config.min_score - config.recent_bonus - config.profile_bonus)))
+    eligible = np.flatnonzero(live & (sims >= floor))
+    if len(eligible) > CANDIDATES:
+        eligible = eligible[np.argpartition(-sims[eligible], CANDIDATES)[:CANDIDATES]]
+    relevance = calibration.relevance(sims[eligible])
+    scored: list[Selected] = []
+    for pos, rel in zip(eligible.tolist(), relevance.tolist()):
+        memory = index.memories[pos]
+        if not memory.visible_to(task) or memory.message_hash in exclude_messages:
+            continue
+        score = rel + (config.recent_bonus if now - memory.created_at < config.recent_s else 0.0)
+        score += config.profile_bonus if memory.kind in config.profile_kinds else 0.0
+        if score >= config.min_score:
+            scored.append(Selected(memory, score, rel))
+    scored.sort(key=lambda s: (-s.score, s.memory.created_at))
+    kept: list[Selected] = []
+    used = count_tokens("Relevant context:\n")
+    for item in scored[: config.top_k]:
+        cost = count_tokens(f"- {item.memory.text}\n")
+        if used + cost > config.max_tokens:
+            continue
+        kept.append(item)
+        used += cost
+    return kept

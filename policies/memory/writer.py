@@ -1,0 +1,69 @@
+"""WRITE: turn a user's text into stored memories — extract, gate, compare, store.
+
+Synchronous (Chroma and the embedder block): the policy runs it in a worker thread, and awaits it,
+so the request that wrote a memory reports it and the next request finds it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from ..text.statements.match import Matcher
+from .extract import Candidate
+from .hints import Owner
+from .model import Memory, memory_id
+from .store import MemoryStore
+from .supersede import compare
+
+
+@dataclass
+class WriteReport:
+    written: list[Memory] = field(default_factory=list)
+    merged: list[Memory] = field(default_factory=list)
+    superseded: list[tuple[Memory, Memory]] = field(default_factory=list)  # (older, newer)
+    unsettled: list[tuple[Memory, Memory]] = field(default_factory=list)  # ask_user: (older, newer), both live
+
+
+@dataclass(frozen=True)
+class Provenance:
+    session: str = ""
+    message_hash: str = ""
+    source: str = "conversation"
+
+
+def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: str, origin: Provenance,
+          matcher: Matcher | None = None, kind: str | None = None) -> WriteReport:
+    report = WriteReport()
+    index = store.index(owner.tenant, owner.user)
+    for candidate in found:
+        now = time.time()
+        mid = memory_id(owner.tenant, owner.user, owner.task, owner.scope, candidate.text)
+        existing = index.get(mid)
+        if existing is not None and existing.live:
+            merged = replace(existing, updated_at=now)
+            store.update(merged)
+            report.merged.append(merged)
+            continue
+        seen = compare(candidate.statements, index.live(owner.task), matcher)
+        if seen.duplicate_of is not None and not seen.contradicted:
+            merged = replace(seen.duplicate_of, updated_at=now)
+            store.update(merged)
+            report.merged.append(merged)
+            continue
+        memory = Memory(id=mid, text=candidate.text, kind=kind or candidate.kind, scope=owner.scope, user=owner.user,
+                        task="" if owner.scope == "shared" else owner.task, tenant=owner.tenant, created_at=now,
+                        session=origin.session, message_hash=origin.message_hash, source=origin.source,
+                        quality=round(candidate.quality, 3), slots=candidate.slots)
+        if strategy == "keep_existing" and seen.contradicted:
+            older = seen.contradicted[0]
+            memory = replace(memory, superseded_by=older.id, reason=f"keep_existing: contradicts {older.id}")
+        store.put(memory, store.embed([memory.text])[0])
+        report.written.append(memory)
+        for older in seen.contradicted if memory.live else ():
+            if strategy == "ask_user":
+                report.unsettled.append((older, memory))
+                continue
+            store.update(replace(older, superseded_by=memory.id, reason=f"{strategy}: contradicted by a newer memory"))
+            report.superseded.append((older, memory))
+    return report

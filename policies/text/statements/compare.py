@@ -1,0 +1,118 @@
+"""Comparing two typed statements: whether they are about the same thing, whether one contradicts
+the other, whether they repeat each other. Slot by slot, offline and deterministic; shared by the
+clash policy (conversation-level clashes) and the memory policy (a new memory against earlier ones).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .lexicon import places_compatible
+from .match import Matcher
+from .model import Statement
+
+_COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
+
+
+def _date_parts(value: str) -> tuple[str, int | None, int | None, str]:
+    if value.startswith("wd:"):
+        return ("weekday", None, None, value)
+    m = re.fullmatch(r"(?:m(\d+))?d(\d+)", value)
+    if not m:
+        return ("other", None, None, value)
+    return ("day", int(m.group(1)) if m.group(1) else None, int(m.group(2)), value)
+
+
+def _dates_compatible(a: str, b: str) -> bool:
+    ka, ma, da, ra = _date_parts(a)
+    kb, mb, db, rb = _date_parts(b)
+    if ka != kb:
+        return True  # "Friday" and "March 3" cannot be compared without a calendar
+    if ka == "weekday":
+        qa, qb = ra.split(":")[1], rb.split(":")[1]
+        return qa != qb or ra == rb  # "next Friday" vs "Friday": not comparable
+    if ma is not None and mb is not None:
+        return (ma, da) == (mb, db)
+    return da == db
+
+
+def _names_compatible(a: str, b: str) -> bool:
+    wa, wb = a.split(), b.split()
+    shorter, longer = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
+    return longer[: len(shorter)] == shorter
+
+
+def _typed_compatible(slot: str, a: str, b: str) -> bool:
+    kind = slot[2:].split(":", 1)[0]
+    if kind == "date":
+        return _dates_compatible(a, b)
+    if kind in ("money", "qty", "count"):
+        try:
+            return abs(float(a) - float(b)) <= 0.02 * max(abs(float(a)), abs(float(b)), 1e-9)  # "6.2 miles" is 10 km
+        except ValueError:
+            return False
+    return False
+
+
+def compatible(slot: str, a: str, b: str) -> bool:
+    """Whether two positive values of one slot can both hold."""
+    if a == b:
+        return True
+    family = slot.split(".", 1)[0]
+    if family == "location":
+        return places_compatible(a, b)
+    if family == "diet":
+        return frozenset({a, b}) in _COMPATIBLE_DIETS
+    if family == "date":
+        return _dates_compatible(a, b)
+    if family == "amount":
+        try:
+            return abs(float(a) - float(b)) <= 1e-6 * max(abs(float(a)), 1.0)
+        except ValueError:
+            return False
+    if slot in ("user.name", "booking.name", "v.name"):
+        return _names_compatible(a, b)
+    if family == "v":
+        return _typed_compatible(slot, a, b)
+    return False
+
+
+def family(slot: str) -> str:
+    """Slots whose values compare: a date the rules tied to an event ("date.departure") and a date
+    read on its own ("v.date") are compared through their subjects."""
+    head = slot.split(".", 1)[0]
+    return f"v.{head}" if head in ("date", "time") else slot
+
+
+def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
+    """One slot, one subject, one scope; a value typed on its own ("v.date") needs a matching subject."""
+    if a.slot != b.slot and (family(a.slot) != family(b.slot) or not (a.slot.startswith("v.") or b.slot.startswith("v."))):
+        return False
+    if (a.slot.startswith("v.") or b.slot.startswith("v.")) and not matcher.same_subject(a, b):
+        return False
+    return matcher.same_scope(a, b)
+
+
+def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
+    """Whether `b` (said after `a`) contradicts it. A new run of a step with other arguments
+    ("retry with 150 euros") does not: a parameter that changes from step to step is no clash."""
+    if b.step or (a.negated and b.negated) or not about_the_same(a, b, matcher):
+        return False
+    if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction):
+        return False  # "show me page 1" … "show me page 2": successive steps, each with its argument
+    if a.slot == "v.act":  # one action, said to be done and not done
+        return a.negated != b.negated and _overlap(a.value, b.value) >= 0.5
+    if a.negated != b.negated:
+        return a.value == b.value  # "I don't want a luxury hotel" / "I want a luxury hotel"
+    return not compatible(family(a.slot), a.value, b.value)
+
+
+def _overlap(a: str, b: str) -> float:
+    wa, wb = set(a.split()), set(b.split())
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+
+
+def duplicates(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
+    if a.slot == "v.act":
+        return False  # a clause said twice is not a fact to count
+    return a.negated == b.negated and compatible(family(a.slot), a.value, b.value) and about_the_same(a, b, matcher)
