@@ -138,14 +138,26 @@ def test_select_bonuses_budget_and_top_k():
     index.put(memory("plain", "b"), unit(1, 1.7))  # cosine 0.51, relevance 0.52: needs both bonuses (0.25)
     index.put(memory("old_rule", "r", kind="constraint"), unit(1, 1.7))  # + 0.15 only
     index.put(memory("new_pref", "p", age_s=10), unit(1, 1.7))  # + 0.1 only
-    assert chosen(index, unit(1, 0)) == []
+    assert chosen(index, unit(1, 0), profile_bonus=0.15) == []
     index.put(memory("new_rule", "r", kind="constraint", age_s=10), unit(1, 1.7))
-    assert chosen(index, unit(1, 0)) == ["new_rule"]
+    assert chosen(index, unit(1, 0), profile_bonus=0.15) == ["new_rule"]
+    assert chosen(index, unit(1, 0)) == []  # the default: no kind scores more
     many = UserIndex(2)
     for i in range(8):
         many.put(memory(f"m{i}", "word " * 20), unit(1, 0.01 * i))
     assert len(chosen(many, unit(1, 0), top_k=3)) == 3
     assert len(chosen(many, unit(1, 0), max_tokens=50)) == 2  # 2 + 21 + 21 words
+
+
+def test_a_write_is_compared_with_the_nearest_live_memories_the_task_sees():
+    index = UserIndex(2)
+    for i in range(100):
+        index.put(memory(f"m{i}", f"t{i}", age_s=1000.0 - i), unit(1, 0.1 * i))
+    index.put(memory("other_task", "x", task="b"), unit(0, 1))
+    index.put(memory("gone", "y", superseded_by="m1"), unit(0, 1))
+    near = index.nearest_live(unit(0, 1), "", 3)
+    assert [m.id for m in near] == ["m97", "m98", "m99"]  # the closest three, oldest first
+    assert "other_task" in [m.id for m in index.nearest_live(unit(0, 1), "b", 3)]
 
 
 # ----------------------------------------------------------------------------- supersede

@@ -78,6 +78,15 @@ class UserIndex:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=bool)
         return self._vectors[:n] @ query, self._live[:n]
 
+    def nearest_live(self, vector: np.ndarray, task: str | None, k: int) -> list[Memory]:
+        """The `k` live memories `task` sees that are closest to `vector`, oldest first: a new memory
+        contradicts or repeats one about the same thing, so comparing with these is enough and the
+        cost of a write stays flat however many memories the user has."""
+        sims, live = self.similarities(vector)
+        order = np.argsort(-np.where(live, sims, -np.inf), kind="stable")
+        near = [self.memories[i] for i in order[: int(live.sum())] if task is None or self.memories[i].visible_to(task)]
+        return sorted(near[:k], key=lambda m: m.created_at)
+
     def live(self, task: str | None = None) -> list[Memory]:
         """Live memories, in the order they were written; with `task`, the ones that task sees."""
         out = [m for m in self.memories if m.live and (task is None or m.visible_to(task))]

@@ -16,6 +16,8 @@ from .model import Memory, memory_id
 from .store import MemoryStore
 from .supersede import compare
 
+COMPARED = 32  # the nearest live memories a new one is compared with (contradictions are about the same thing)
+
 
 @dataclass
 class WriteReport:
@@ -45,7 +47,8 @@ def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: st
             store.update(merged)
             report.merged.append(merged)
             continue
-        seen = compare(candidate.statements, index.live(owner.task), matcher)
+        vector = store.embed([candidate.text])[0]
+        seen = compare(candidate.statements, index.nearest_live(vector, owner.task, COMPARED), matcher)
         if seen.duplicate_of is not None and not seen.contradicted:
             merged = replace(seen.duplicate_of, updated_at=now)
             store.update(merged)
@@ -58,7 +61,7 @@ def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: st
         if strategy == "keep_existing" and seen.contradicted:
             older = seen.contradicted[0]
             memory = replace(memory, superseded_by=older.id, reason=f"keep_existing: contradicts {older.id}")
-        store.put(memory, store.embed([memory.text])[0])
+        store.put(memory, vector)
         report.written.append(memory)
         for older in seen.contradicted if memory.live else ():
             if strategy == "ask_user":
