@@ -64,13 +64,15 @@ async def _async_rps(url: str, body: dict, seconds: float, connections: int) -> 
         return done / (time.perf_counter() - t0)
 
 
-def first_chunk_ms(fake: str, url: str, body: dict, chunk_delay_s: float = 0.02) -> float:
-    """Time from sending a streamed request to its first content chunk at the client."""
+def first_chunk_ms(fake: str, url: str, body: dict, chunk_delay_s: float = 0.02,
+                   client: httpx.Client | None = None) -> float:
+    """Time from sending a streamed request to its first content chunk at the client (on `client`'s
+    kept-alive connection, as an SDK sends them, when given)."""
     httpx.post(f"{fake}/_script", json=[{"content": "one two three four five six seven eight nine ten",
                                          "chunk_delay_s": chunk_delay_s}])
     t0 = time.perf_counter()
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, headers=HEADERS,
-                      timeout=30) as response:
+    with (client or httpx).stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, headers=HEADERS,
+                                  timeout=30) as response:
         for line in response.iter_lines():
             compact = line.replace(" ", "")
             if line.startswith("data: {") and '"content":"' in compact and '"content":""' not in compact:
@@ -80,7 +82,12 @@ def first_chunk_ms(fake: str, url: str, body: dict, chunk_delay_s: float = 0.02)
 
 def stream_firsts(fake: str, targets: dict[str, str], body: dict, runs: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {name: [] for name in targets}
-    for _ in range(runs):
-        for name, url in targets.items():
-            out[name].append(first_chunk_ms(fake, url, body))
+    clients = {name: httpx.Client(timeout=30) for name in targets}  # one kept-alive connection per target
+    try:
+        for _ in range(runs):
+            for name, url in targets.items():
+                out[name].append(first_chunk_ms(fake, url, body, client=clients[name]))
+    finally:
+        for client in clients.values():
+            client.close()
     return out

@@ -25,11 +25,12 @@ from _agent_steps import added_by_step, around
 from _harness import pct, start_fake, start_floor, start_litellm, start_proxy
 from _load import interleaved, stream_firsts, throughput
 
+from ctxwarden.proxy.registry import policy_names
+
 TOOLS = Path(__file__).resolve().parent / "data" / "metatool" / "tools.json"
 ADMIN_KEY = "bench-admin-key"
 os.environ["CTXWARDEN_ADMIN_KEY"] = ADMIN_KEY  # the proxies started below inherit it
-POLICIES_OFF = {"budget": {"enabled": False},
-                "policies": {p: {"enabled": False} for p in ("loops", "poisoning", "clash", "history", "archive", "tools")}}
+POLICIES_OFF = {"budget": {"enabled": False}, "policies": {p: {"enabled": False} for p in policy_names()}}
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "What is the capital of France?"}]}
 FLOOR = "floor"
 

@@ -81,6 +81,13 @@ class Store(Protocol):
 
 
 class Metrics(Protocol):
+    """Counters (`add`), histograms (`record`) and gauges, exported at /metrics and to the telemetry
+    exporter. Names are dotted (`ctxwarden.<policy>.<what>`; dots become underscores in Prometheus).
+    Durations: measure in milliseconds with a name ending in `_ms` (`ctxwarden.x.duration_ms`); the
+    proxy exports it in seconds, the base unit, as the same name ending in `_seconds`
+    (`ctxwarden_x_duration_seconds`, value / 1000, buckets for latencies). Label values should be
+    few: every distinct combination is a series of its own."""
+
     def add(self, name: str, value: float = 1, **attributes: Any) -> None: ...
     def record(self, name: str, value: float, **attributes: Any) -> None: ...
     def gauge(self, name: str, value: float, **attributes: Any) -> None: ...
@@ -93,38 +100,6 @@ Complete = Callable[..., Awaitable[str]]
 CompleteRaw = Callable[..., Awaitable[dict[str, Any]]]
 
 
-class Versions(Protocol):
-    """Content versions every replica sees (a knowledge base changed: reload its index)."""
-
-    def current(self, name: str) -> int:
-        """The newest version of `name` this process has seen (no I/O; 0 when never published)."""
-        ...
-
-    def publish(self, name: str) -> int:
-        """`name` changed: bump its version for every replica. May do I/O (call it off the event
-        loop). Never raises: a backend that is down is reported, and the change is seen locally."""
-        ...
-
-
-class LocalVersions:
-    """Versions within one process: the default, and what a degraded backend falls back to."""
-
-    def __init__(self) -> None:
-        self._versions: dict[str, int] = {}
-
-    def current(self, name: str) -> int:
-        return self._versions.get(name, 0)
-
-    def publish(self, name: str) -> int:
-        self._versions[name] = self._versions.get(name, 0) + 1
-        return self._versions[name]
-
-    def seen(self, name: str, version: int) -> None:
-        """The version as read from the shared backend, which is authoritative: it is taken even when
-        lower (a Redis restarted empty counts again from 1), so any change counts as a change."""
-        self._versions[name] = version
-
-
 @dataclass
 class Services:
     tokens: TokenCounter
@@ -134,8 +109,8 @@ class Services:
     complete: Complete | None = None
     complete_raw: CompleteRaw | None = None
     context_window: Callable[[str], int] = lambda model: 128_000
-    # Content versions every replica sees (the proxy's state backend; in this process by default).
-    versions: Versions = field(default_factory=LocalVersions)
+    # Content versions every replica sees (a state.Versions: the proxy's state backend); None: none.
+    versions: Any = None
     # Objects the policies of one pipeline share (e.g. the scratchpad history and archive both use).
     # A policy's own copy of Services (its own embedder) keeps the same dict, so sharing survives it.
     shared: dict[str, Any] = field(default_factory=dict)
@@ -354,6 +329,7 @@ class BasePolicy:
         streamed sentence (`answer.partial`) before the proxy releases it;
       - `stream_releasable(ex, pending)` — with `validates_stream`: how much of a sentence still
         being streamed may go out before it is judged (default 0: hold the sentence to its end);
+        `reads_stream(ex)` — whether this exchange's stream needs reading at all (default: yes);
       - `on_complete(ex, outcome)` — after the client got its answer;
       - `admin_routes()` — routes mounted under /admin/ behind the admin key;
       - `aclose()` — at shutdown.
@@ -381,6 +357,12 @@ class BasePolicy:
         may reach the client now, before `on_response` judges the whole sentence. Called on the
         event loop for every chunk: answer from memory, in microseconds."""
         return 0
+
+    def reads_stream(self, ex: Exchange) -> bool:
+        """With `validates_stream`: False when nothing in this exchange's answer could be judged
+        (e.g. an empty knowledge base), so the stream is passed through untouched. Called once per
+        streamed request, on the event loop: answer from memory."""
+        return self.validates_stream
 
     def admin_routes(self) -> list[AdminRoute]:
         return []

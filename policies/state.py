@@ -7,21 +7,53 @@ after the request (and again when the exchange completes) writes back what `expo
 it differs from what was loaded. Policy code reads and writes its objects as before; replicas
 see each other's changes from the next request on. Without a shared backend nothing is encoded.
 
-Content versions (`base.Versions`, on `Services.versions`) tell every replica's in-memory
-indexes that a knowledge base changed, within about a second.
+Content versions (`Versions`, on `Services.versions`) tell every replica's in-memory indexes
+that a knowledge base changed, within about a second.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from typing import Any, Callable, Generic, Hashable, Protocol, TypeVar
 
 from .cache import LRU
 
 log = logging.getLogger("ctxwarden.state")
 
 S = TypeVar("S")
+
+
+class Versions(Protocol):
+    """Content versions every replica sees (a knowledge base changed: reload its index)."""
+
+    def current(self, name: str) -> int:
+        """The newest version of `name` this process has seen (no I/O; 0 when never published)."""
+        ...
+
+    def publish(self, name: str) -> int:
+        """`name` changed: bump its version for every replica. May do I/O (call it off the event
+        loop). Never raises: a backend that is down is reported, and the change is seen locally."""
+        ...
+
+
+class LocalVersions:
+    """Versions within one process: the default, and what a degraded backend falls back to."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, int] = {}
+
+    def current(self, name: str) -> int:
+        return self._versions.get(name, 0)
+
+    def publish(self, name: str) -> int:
+        self._versions[name] = self._versions.get(name, 0) + 1
+        return self._versions[name]
+
+    def seen(self, name: str, version: int) -> None:
+        """The version as read from the shared backend, which is authoritative: it is taken even when
+        lower (a Redis restarted empty counts again from 1), so any change counts as a change."""
+        self._versions[name] = version
 
 
 class SessionLRU(LRU[Hashable, S], Generic[S]):

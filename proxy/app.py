@@ -41,7 +41,8 @@ def create_app(
     transport: httpx.AsyncBaseTransport | None = None,
     span_processors: list[Any] | None = None,
 ) -> Starlette:
-    telemetry = Telemetry(settings.telemetry.service_name, settings.telemetry.otlp_endpoint, span_processors)
+    telemetry = Telemetry(settings.telemetry.service_name, settings.telemetry.otlp_endpoint, span_processors,
+                          exporter=settings.telemetry.exporter_in_use())
     upstream = Upstream(settings.upstream, transport=transport)
     models = ModelInfo(settings.models)
     labels = {"model": models.metric_label, "gen_ai.request.model": models.metric_label,

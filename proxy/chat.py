@@ -303,7 +303,7 @@ class ChatHandler:
                         error="upstream_stream_cut" if outcome == "cut" else None)
             await self.pipeline.complete(ex, outcome)
 
-        validate = self.pipeline.run_response if self.pipeline.stream_validators else None
+        validate = self.pipeline.run_response if self.pipeline.reads_stream(ex) else None
         relay = StreamRelay(
             ex,
             validate=validate,

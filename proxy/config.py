@@ -14,7 +14,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ctxwarden.policies.budget import BudgetConfig
 from ctxwarden.policies.errors import CtxwardenError
@@ -94,9 +94,36 @@ class DashboardConfig(Strict):
     retention_days: float = Field(7, gt=0)  # per-minute aggregates kept in <storage.path>/dashboard.sqlite3
 
 
+TelemetryExporter = Literal["otlp", "console", "none"]
+
+
 class TelemetryConfig(Strict):
     service_name: str = "ctxwarden"
-    otlp_endpoint: str | None = None
+    otlp_endpoint: str | None = None  # e.g. http://collector:4318 (OTLP/HTTP; /v1/traces and /v1/metrics appended)
+    # otlp: to otlp_endpoint | console: spans and metrics printed on stderr | none: nothing exported
+    # (Prometheus text at /metrics either way). null: otlp when otlp_endpoint is set, else none.
+    exporter: TelemetryExporter | None = None
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        url = urlparse(value.strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host, e.g. http://collector:4318")
+        return value.strip()
+
+    @field_validator("exporter")
+    @classmethod
+    def _otlp_needs_an_endpoint(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value == "otlp" and not info.data.get("otlp_endpoint"):
+            raise ValueError("otlp needs telemetry.otlp_endpoint (e.g. http://collector:4318)")
+        return value
+
+    def exporter_in_use(self) -> TelemetryExporter:
+        """The exporter chosen, or by default otlp when an endpoint is set, else none."""
+        return self.exporter or ("otlp" if self.otlp_endpoint else "none")
 
 
 EmbeddingProvider = Literal["wordllama", "minilm", "minilm+wordllama", "litellm"]

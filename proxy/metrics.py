@@ -4,6 +4,11 @@ A measurement on the request path is a dict lookup and an addition under a lock 
 the OpenTelemetry SDK's instruments cost about 5 µs each, and a request with the default policies
 makes fifteen or more. When metrics are exported over OTLP, each measurement is also handed to an
 OTel instrument (`mirror`), so both receivers see the same figures.
+
+Durations are exported in seconds, the base unit: a name recorded with the suffix `_ms` (policies
+measure `time.perf_counter()` differences in milliseconds) is kept, shown and mirrored as the same
+name ending in `_seconds`, its value divided by 1000 (`ctxwarden.policy.duration_ms` 3.2 →
+`ctxwarden_policy_duration_seconds` 0.0032).
 """
 
 from __future__ import annotations
@@ -22,17 +27,27 @@ Mirror = Callable[[str, str, float, dict[str, Any]], None]
 # Bucket bounds by what a histogram measures (named by its unit or its subject).
 # OpenTelemetry GenAI conventions' advice for gen_ai.client.operation.duration (seconds).
 SECONDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
-LATENCY_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+# The proxy's own latencies (a policy step takes 50 µs to seconds; a request up to a minute).
+LATENCY_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 SHARE = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SIZE = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000)
 _SHARE_NAMES = re.compile(r"usage|quality|accuracy|relevance|confidence|score|ratio|share")
 
 
+def base_unit(name: str) -> tuple[str, float]:
+    """(the name a measurement is kept under, the factor its value is multiplied by): `…_ms` →
+    (`…_seconds`, 0.001); any other name is kept as it is."""
+    if name.endswith("_ms"):
+        return name[:-3] + "_seconds", 0.001
+    return name, 1.0
+
+
 def buckets_for(name: str) -> tuple[float, ...]:
-    if name.endswith(("_seconds", ".seconds")) or name.startswith("gen_ai.") and name.endswith(".duration"):
+    """Bucket bounds for a histogram, by its (base-unit) name."""
+    if name.startswith("gen_ai.") and name.endswith(".duration"):
         return SECONDS
-    if name.endswith(("_ms", ".ms")) or "duration" in name:
-        return LATENCY_MS
+    if name.endswith(("_seconds", ".seconds", ".duration", "_duration")):
+        return LATENCY_SECONDS
     if _SHARE_NAMES.search(name):
         return SHARE
     return SIZE
@@ -48,6 +63,7 @@ class Metrics:
         self._gauges: dict[tuple[str, Labels], float] = {}
         self._histograms: dict[tuple[str, Labels], list] = {}  # [bucket counts…, sum, count]
         self._bounds: dict[str, tuple[float, ...]] = {}
+        self._units: dict[str, tuple[str, float]] = {}  # recorded name → (kept name, factor); see base_unit
         self._mirror = mirror
 
     def bound_labels(self, **rules: Callable[[Any], str]) -> None:
@@ -70,6 +86,13 @@ class Metrics:
             self._mirror("counter", name, value, dict(key[1]))
 
     def record(self, name: str, value: float, **attributes: Any) -> None:
+        """A histogram measurement; `…_ms` names are kept in seconds (see the module's docstring)."""
+        unit = self._units.get(name)
+        if unit is None:
+            unit = self._units.setdefault(name, base_unit(name))
+        name, factor = unit
+        if factor != 1.0:
+            value = value * factor
         key = (name, self._labels(attributes))
         bounds = self._bounds.get(name) or self._bounds.setdefault(name, buckets_for(name))
         slot = bisect.bisect_left(bounds, value)

@@ -80,6 +80,17 @@ class Pipeline:
                 return verdict
         return None
 
+    def reads_stream(self, ex: Exchange) -> bool:
+        """Some stream validator needs to read this exchange's stream (else it passes through)."""
+        for policy in self.stream_validators:
+            try:
+                if policy.reads_stream(ex):
+                    return True
+            except Exception:
+                log.exception("policy %s failed in reads_stream; the stream is read", policy.name)
+                return True
+        return False
+
     def stream_releasable(self, ex: Exchange, pending: str) -> int:
         """How much of an unfinished streamed sentence every stream validator lets through now."""
         allowed = len(pending)

@@ -3,12 +3,19 @@ per-minute aggregates surviving a restart on the same storage path."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+
 import httpx
 import pytest
 
+from ctxwarden.proxy.dashboard import live
 from ctxwarden.proxy.dashboard.collector import Bounded
+from ctxwarden.proxy.dashboard.prices import input_price
 from ctxwarden.proxy.dashboard.stats import build
 from tests.conftest import openai_client, policies_off
+from tests.test_compression_e2e import agent_conversation, window_for
 
 ADMIN_KEY = "dash-admin-key"
 AUTH = {"authorization": f"Bearer {ADMIN_KEY}"}
@@ -81,6 +88,7 @@ def test_stats_count_requests_tokens_models_and_tenants(start_proxy):
     assert s["tokens"]["received"] > 0 and s["tokens"]["saved"] == s["tokens"]["received"] - s["tokens"]["forwarded"]
     assert set(s["tokens"]["by_tenant"]) == {"-", "acme"}
     assert s["breaker"] == "closed" and s["quarantine"]["enabled"] is False
+    assert s["cost_saved_usd"] == 0  # priced models, nothing saved (no budget pressure)
     assert [r["tenant"] for r in s["recent"]] == ["acme", "acme", "-", "-", "-"]
     first = s["recent"][0]
     assert first["outcome"] == "ok" and first["latency_ms"] > 0 and first["tokens_before"] > 0
@@ -123,3 +131,113 @@ def test_poisoning_alert_follows_the_alert_rate():
     assert build(rows, "1h", alert_rate=0.25, min_samples=5, now=now)["poisoning"]["alert"] is False
     assert build(rows, "1h", alert_rate=0.1, min_samples=20, now=now)["poisoning"]["alert"] is False
     assert build(rows, "1h", alert_rate=None, now=now)["poisoning"]["blocked_rate"] == 0.2
+
+
+def compressed_traffic(proxy) -> None:
+    """One gpt-4o request over its (small) window: the history policy saves tokens; then one
+    request for a configured model litellm has no price for."""
+    client = openai_client(proxy)
+    client.chat.completions.create(model="gpt-4o", messages=agent_conversation(60))
+    client.chat.completions.create(model="my-llama", messages=[{"role": "user", "content": "hi"}])
+
+
+def pressure_config() -> dict:
+    window = window_for(agent_conversation(60), 0.85)
+    return {"models": {"gpt-4o": {"context_window": window}, "my-llama": {"context_window": 8192}},
+            "policies": policies_off("history", "archive")}
+
+
+def test_cost_saved_is_tokens_saved_times_the_models_input_price(start_proxy):
+    proxy = start_proxy(pressure_config())
+    compressed_traffic(proxy)
+    s = stats(proxy)
+    gpt4o, llama = s["tokens"]["by_model"]["gpt-4o"], s["tokens"]["by_model"]["my-llama"]
+    assert gpt4o["saved"] > 100 and llama["saved"] == 0
+    assert s["cost_saved_usd"] == pytest.approx(gpt4o["saved"] * 2.5e-6, rel=1e-6)  # gpt-4o: $2.50 / M input tokens
+    assert gpt4o["cost_saved_usd"] == pytest.approx(s["cost_saved_usd"]) and llama["cost_saved_usd"] is None
+
+
+def test_cost_saved_is_null_when_no_model_in_the_window_has_a_price():
+    now = 1_700_000_000.0
+    minute = int(now // 60)
+    rows = [(minute, "tokens_in", "model:my-llama", 900.0), (minute, "tokens_out", "model:my-llama", 400.0),
+            (minute, "tokens_in", "", 900.0), (minute, "tokens_out", "", 400.0)]
+    s = build(rows, "1h", alert_rate=None, now=now, price=input_price)
+    assert s["tokens"]["saved"] == 500 and s["cost_saved_usd"] is None
+    rows += [(minute, "tokens_in", "model:gpt-4o-mini", 2000.0), (minute, "tokens_out", "model:gpt-4o-mini", 1000.0)]
+    s = build(rows, "1h", alert_rate=None, now=now, price=input_price)
+    assert s["cost_saved_usd"] == pytest.approx(1000 * input_price("gpt-4o-mini"))  # the unpriced model adds nothing
+    assert build([], "1h", alert_rate=None, now=now, price=input_price)["cost_saved_usd"] is None  # no traffic
+
+
+def test_input_prices_are_litellms(monkeypatch):
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    assert input_price("gpt-4o") == litellm.model_cost["gpt-4o"]["input_cost_per_token"] > 0
+    assert input_price("openai/gpt-4o") == input_price("gpt-4o")  # a provider prefix is looked through
+    assert input_price("my-llama") is None and input_price("other") is None
+
+
+def sse(stream_lines, n: int) -> list[str]:
+    """The next `n` blocks of a text/event-stream (events and comments), each without its blank line."""
+    blocks, lines = [], []
+    for line in stream_lines:
+        if line:
+            lines.append(line)
+            continue
+        if lines:
+            blocks.append("\n".join(lines))
+            lines = []
+        if len(blocks) == n:
+            return blocks
+    return blocks
+
+
+def event_data(block: str) -> dict:
+    return json.loads(next(line[len("data: "):] for line in block.split("\n") if line.startswith("data: ")))
+
+
+def test_the_stream_sends_the_figures_then_each_change_and_keep_alives(start_proxy):
+    proxy = start_proxy(OFF)
+    chat(proxy, 2)
+    url = f"{proxy.url}/admin/stats/stream"
+    assert httpx.get(url).status_code == 401 and httpx.get(url, headers={"authorization": "Bearer x"}).status_code == 401
+    assert httpx.get(url, params={"window": "1y"}, headers=AUTH).status_code == 400
+    with httpx.Client(timeout=30) as client, client.stream("GET", url, params={"window": "1d"}, headers=AUTH) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        stream_lines = r.iter_lines()
+        opening, first, idle = sse(stream_lines, 3)
+        assert opening == "retry: 1000\n: connected"
+        figures = event_data(first)
+        assert figures["window"] == "1d" and figures["requests"]["total"] == 2 and "cost_saved_usd" in figures
+        assert idle == ": keep-alive"  # 2 s later, nothing changed
+        started = time.monotonic()
+        chat(proxy, 1)
+        [changed] = sse(stream_lines, 1)
+        assert event_data(changed)["requests"]["total"] == 3 and time.monotonic() - started < 5  # ≤ 5 s stale
+
+
+def test_a_stream_wakes_on_a_flush_and_ends_by_itself_or_when_the_key_changes():
+    async def figures():
+        figures.calls += 1
+        return {"n": figures.calls, "generated_at": time.time()}
+
+    async def read(allowed, max_s, flush_after_s=None):
+        figures.calls = 0
+        flushes = live.Flushes()
+        blocks = []
+        async for block in live.events(figures, flushes, allowed, max_s=max_s):
+            blocks.append(block)
+            if flush_after_s is not None and len(blocks) == 2:
+                asyncio.get_running_loop().call_later(flush_after_s, lambda: asyncio.ensure_future(flushes.notify()))
+        return [b.strip() for b in blocks]
+
+    started = time.monotonic()
+    assert asyncio.run(read(lambda: True, max_s=0.0))[1].startswith('data: {"n":1,')  # ends after one event
+    assert time.monotonic() - started < 1
+    keys = iter([True, False])  # the admin key stops matching after the first wait
+    started = time.monotonic()
+    blocks = asyncio.run(read(lambda: next(keys), max_s=60.0, flush_after_s=0.2))
+    assert [b[:12] for b in blocks] == ["retry: 1000\n", 'data: {"n":1', 'data: {"n":2']
+    assert time.monotonic() - started < live.TICK_S + 1  # the flush woke the first wait early (0.2 s, not 2 s)

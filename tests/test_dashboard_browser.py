@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import openai_client, policies_off
+from tests.test_dashboard import compressed_traffic, pressure_config
 
 ADMIN_KEY = "dash-browser-key"
 AUTH = {"authorization": f"Bearer {ADMIN_KEY}"}
@@ -33,9 +34,12 @@ def browser():
         chromium.close()
 
 
-def signed_in_page(browser, proxy):
-    """A page signed in through the login form, collecting console errors and failed requests."""
+def signed_in_page(browser, proxy, without_stream=False):
+    """A page signed in through the login form, collecting console errors and failed requests.
+    `without_stream`: GET /admin/stats/stream answers 503 (a proxy in between that breaks SSE)."""
     page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    if without_stream:
+        page.route("**/admin/stats/stream*", lambda route: route.fulfill(status=503, body="no streams here"))
     first = page.goto(f"{proxy.url}/dashboard")
     assert first.status == 401 and page.get_by_test_id("requests-total").count() == 0  # the login form, no data
     page.errors = []  # from here on (the 401 above is logged as a console error by design)
@@ -56,12 +60,14 @@ def test_requests_total_and_charts_render_without_console_errors(fake, start_pro
         client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": f"hello {i}"}])
     page = signed_in_page(browser, proxy)
     assert page.get_by_test_id("requests-total").inner_text() == str(n)
-    assert int(page.get_by_test_id("tokens-saved").inner_text()) >= 0
+    assert int(page.get_by_test_id("tokens-saved").inner_text()) == 0  # no budget pressure: nothing saved
+    assert page.get_by_test_id("cost-saved").inner_text() == "$0"
     for chart in ("requests-chart", "tokens-chart", "actions-chart", "poisoning-chart"):
         assert page.locator(f"[data-testid={chart}] svg polyline").count() >= 1, chart
     assert page.locator("#recent tr").count() == n
     client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "one more"}])
-    sync_api.expect(page.get_by_test_id("requests-total")).to_have_text("8", timeout=10_000)  # polled, ≤ 5 s
+    sync_api.expect(page.locator("body")).to_have_attribute("data-live", "stream")
+    sync_api.expect(page.get_by_test_id("requests-total")).to_have_text("8", timeout=5_000)  # streamed, ≤ 5 s
     page.click("#windows button[data-window='1w']")
     sync_api.expect(page.locator("#status")).to_contain_text("updated")
     assert page.get_by_test_id("requests-total").inner_text() == "8"
@@ -94,3 +100,32 @@ def test_a_quarantined_answer_is_approved_from_the_page(fake, start_proxy, brows
     assert stats["poisoning"]["quarantined"] == 1 and stats["poisoning"]["checked"] == 1
     assert stats["actions"]["total"]["poisoning.quarantined"] == 1
     assert page.errors == [], page.errors
+
+
+def test_cost_saved_shows_what_the_compressed_tokens_would_have_cost(fake, start_proxy, browser):
+    proxy = start_proxy(pressure_config())
+    compressed_traffic(proxy)  # gpt-4o over its window (tokens saved), and a model without a price
+    stats = httpx.get(f"{proxy.url}/admin/stats", headers=AUTH).json()
+    saved = stats["tokens"]["by_model"]["gpt-4o"]["saved"]
+    assert saved > 0 and stats["cost_saved_usd"] == pytest.approx(saved * 2.5e-6, rel=1e-6)
+    page = signed_in_page(browser, proxy)
+    cost = page.get_by_test_id("cost-saved")
+    assert float(cost.get_attribute("data-usd")) == pytest.approx(stats["cost_saved_usd"])
+    shown = cost.inner_text()
+    assert shown.startswith("$0.00") and float(shown[1:]) == pytest.approx(stats["cost_saved_usd"], rel=0.05), shown
+    assert "unpriced: my-llama" in page.locator("#cost-sub").inner_text()
+    assert page.get_by_test_id("tokens-saved").inner_text() == str(int(stats["tokens"]["saved"]))
+    assert page.errors == [], page.errors
+
+
+def test_the_page_polls_when_the_stream_fails(fake, start_proxy, browser):
+    proxy = start_proxy({"policies": policies_off()})
+    client = openai_client(proxy)
+    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hello"}])
+    page = signed_in_page(browser, proxy, without_stream=True)
+    sync_api.expect(page.locator("body")).to_have_attribute("data-live", "polling")
+    assert page.get_by_test_id("requests-total").inner_text() == "1"
+    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "again"}])
+    sync_api.expect(page.get_by_test_id("requests-total")).to_have_text("2", timeout=6_000)  # polled every 4 s
+    assert "polling" in page.locator("#status").inner_text()
+    assert [e for e in page.errors if "503" not in e] == [], page.errors  # only the refused stream

@@ -7,7 +7,7 @@ import threading
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from ctxwarden.proxy.metrics import LATENCY_MS, SHARE, Metrics, buckets_for
+from ctxwarden.proxy.metrics import LATENCY_SECONDS, SECONDS, SHARE, Metrics, base_unit, buckets_for
 from ctxwarden.proxy.telemetry import Telemetry
 
 
@@ -22,20 +22,38 @@ def test_exposition_has_help_and_type_and_parses_as_prometheus_text():
     t.metrics.record("ctxwarden.request.duration_ms", 3.2, model="gpt-4o")
     t.metrics.gauge("ctxwarden.quarantine.pending", 4)
     text = t.prometheus_text()
-    assert "# HELP ctxwarden_requests_total" in text and "# TYPE ctxwarden_request_duration_ms histogram" in text
+    assert "# HELP ctxwarden_requests_total" in text and "# TYPE ctxwarden_request_duration_seconds histogram" in text
+    assert "_ms" not in text  # durations in seconds, the base unit
     parsed = families(text)
     requests = parsed["ctxwarden_requests"]
     assert requests.type == "counter"
     assert [(s.labels, s.value) for s in requests.samples if s.name.endswith("_total")] == [
         ({"model": "gpt-4o", "status": "200"}, 3.0)]
-    duration = {s.labels.get("le"): s.value for s in parsed["ctxwarden_request_duration_ms"].samples
-                if s.name.endswith("_bucket")}
-    assert duration["2.5"] == 0 and duration["5"] == 1 and duration["+Inf"] == 1
+    samples = parsed["ctxwarden_request_duration_seconds"].samples
+    duration = {s.labels["le"]: s.value for s in samples if s.name.endswith("_bucket")}
+    assert duration["0.0025"] == 0 and duration["0.005"] == 1 and duration["+Inf"] == 1  # 3.2 ms = 0.0032 s
+    assert next(s.value for s in samples if s.name.endswith("_sum")) == 0.0032
     assert parsed["ctxwarden_quarantine_pending"].samples[0].value == 4
 
 
+def test_milliseconds_are_recorded_as_seconds_under_the_base_unit_name():
+    assert base_unit("ctxwarden.policy.duration_ms") == ("ctxwarden.policy.duration_seconds", 0.001)
+    assert base_unit("ctxwarden.poisoning.checker_ms") == ("ctxwarden.poisoning.checker_seconds", 0.001)
+    assert base_unit("ctxwarden.tools.tokens_saved") == ("ctxwarden.tools.tokens_saved", 1.0)
+    t = Telemetry()
+    for ms in (0.2, 40.0, 2500.0):
+        t.metrics.record("ctxwarden.compression.duration_ms", ms, policy="history")
+    [point] = t.snapshot()
+    assert point["name"] == "ctxwarden.compression.duration_seconds" and point["sum"] == (0.2 + 40.0 + 2500.0) / 1000
+    assert point["bounds"] == list(LATENCY_SECONDS)
+    slots = [i for i, n in enumerate(point["buckets"]) for _ in range(n)]
+    assert [point["bounds"][i] for i in slots] == [0.0005, 0.05, 2.5]  # each in the bucket of its seconds
+    assert t.value("ctxwarden.compression.duration_ms") == 3 == t.value("ctxwarden.compression.duration_seconds")
+
+
 def test_buckets_fit_what_a_histogram_measures():
-    assert buckets_for("ctxwarden.policy.duration_ms") == LATENCY_MS
+    assert buckets_for("ctxwarden.policy.duration_seconds") == LATENCY_SECONDS
+    assert buckets_for("gen_ai.client.operation.duration") == SECONDS
     assert buckets_for("ctxwarden.validation.quality") == SHARE
     assert buckets_for("ctxwarden.budget.usage") == SHARE
     assert max(buckets_for("ctxwarden.tokens.before")) >= 100_000  # token counts, not milliseconds
@@ -52,7 +70,7 @@ def test_no_increment_is_lost_between_threads():
     def hammer():
         for _ in range(20_000):
             m.add("hits", 1, policy="x")
-            m.record("lat_ms", 1.0, policy="x")
+            m.record("lat_seconds", 1.0, policy="x")
 
     threads = [threading.Thread(target=hammer) for _ in range(4)]
     for th in threads:
@@ -60,7 +78,7 @@ def test_no_increment_is_lost_between_threads():
     for th in threads:
         th.join()
     points = {p["name"]: p for p in m.snapshot()}
-    assert points["hits"]["value"] == 80_000 and points["lat_ms"]["count"] == 80_000
+    assert points["hits"]["value"] == 80_000 and points["lat_seconds"]["count"] == 80_000
 
 
 def test_the_real_server_serves_parseable_metrics(start_proxy):
@@ -70,7 +88,11 @@ def test_the_real_server_serves_parseable_metrics(start_proxy):
     parsed = families(response.text)
     assert response.status_code == 200
     assert any(s.value >= 1 for s in parsed["ctxwarden_requests"].samples if s.name == "ctxwarden_requests_total")
-    assert {s.labels["policy"] for s in parsed["ctxwarden_policy_duration_ms"].samples} >= {"loops", "poisoning", "clash"}
+    durations = parsed["ctxwarden_policy_duration_seconds"]
+    assert durations.type == "histogram" and "ctxwarden_policy_duration_ms" not in parsed
+    assert {s.labels["policy"] for s in durations.samples} >= {"loops", "poisoning", "clash"}
+    assert all(s.value < 30 for s in durations.samples if s.name.endswith("_sum"))  # seconds, not milliseconds
+    assert "ctxwarden_request_duration_seconds" in parsed
 
 
 def test_model_labels_are_bounded_to_known_models(start_proxy):

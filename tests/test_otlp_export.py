@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from starlette.applications import Starlette
@@ -39,6 +40,14 @@ def spans_of(received: dict[str, list[bytes]]) -> list[Span]:
     for blob in received.get("/v1/traces", []):
         export = ExportTraceServiceRequest.FromString(blob)
         out += [s for rs in export.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    return out
+
+
+def metrics_of(received: dict[str, list[bytes]]) -> dict:
+    out = {}
+    for blob in received.get("/v1/metrics", []):
+        export = ExportMetricsServiceRequest.FromString(blob)
+        out |= {m.name: m for rm in export.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     return out
 
 
@@ -79,6 +88,21 @@ def test_spans_continue_the_callers_trace_and_follow_the_genai_conventions(fake,
     # the proxy asked the stream for usage; the client did not, so it never sees the usage chunk
     assert "stream_options" in fake.chat_requests[-1] and all(c.usage is None for c in chunks)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "You said: hi there"
+
+
+def test_exported_metrics_have_base_unit_names_and_seconds(fake, start_proxy, collector):
+    proxy = start_proxy({"policies": policies_off("loops"), "telemetry": {"otlp_endpoint": collector.url}})
+    httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI})
+    proxy.stop()
+    metrics = metrics_of(collector.received)
+    assert not [name for name in metrics if name.endswith("_ms")]  # the same names as /metrics, in seconds
+    for name in ("ctxwarden.policy.duration_seconds", "ctxwarden.request.duration_seconds",
+                 "gen_ai.client.operation.duration"):
+        metric = metrics[name]
+        assert metric.unit == "s", name
+        point = metric.histogram.data_points[0]
+        assert 0 < point.sum < 30 and point.count >= 1, (name, point.sum)  # seconds, not milliseconds
+        assert 0.001 in point.explicit_bounds or 0.01 in point.explicit_bounds, name  # buckets for seconds
 
 
 def test_a_failed_upstream_call_is_an_error_on_both_spans(fake, start_proxy, collector):

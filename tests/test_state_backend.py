@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ctxwarden.policies.base import Exchange, LocalVersions
+from ctxwarden.policies.base import Exchange
 from ctxwarden.policies.clash.state import Decision
 from ctxwarden.policies.clash.state import SessionState as ClashState
 from ctxwarden.policies.clash.state import decode as clash_decode
@@ -17,7 +17,7 @@ from ctxwarden.policies.clash.state import encode as clash_encode
 from ctxwarden.policies.loops.state import SessionState as LoopState
 from ctxwarden.policies.loops.state import decode as loops_decode
 from ctxwarden.policies.loops.state import encode as loops_encode
-from ctxwarden.policies.state import SessionLRU
+from ctxwarden.policies.state import LocalVersions, SessionLRU
 from ctxwarden.policies.tools.loadout import Loadout, Loadouts
 from ctxwarden.proxy.config import StateConfig
 from ctxwarden.proxy.local_server import free_port

@@ -31,6 +31,14 @@ def behind(start_proxy, upstream: LocalServer, policies: dict[str, Any] | None =
                         "upstream": {"base_url": f"{upstream.url}/v1", **upstream_cfg}})
 
 
+def gated(proxy):
+    """The poisoning policy reads a stream only when its knowledge base holds something to judge by."""
+    from ctxwarden.policies.poisoning.kb import Document
+
+    proxy.app.state.pipeline.policy("poisoning").kb(None).add([Document("d", "The Eiffel Tower is in Paris.", {})])
+    return proxy
+
+
 def chunk(text: str | None = None, finish: str | None = None, index: int = 0) -> bytes:
     delta = {"content": text} if text is not None else {}
     obj = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
@@ -128,7 +136,7 @@ def _stream_with_a_bad_line(request_count: list[int]) -> Handler:
 
 
 def test_a_malformed_sse_line_in_a_gated_stream_ends_it_with_an_error_event(start_proxy, hostile, caplog):
-    proxy = behind(start_proxy, hostile(_stream_with_a_bad_line([])), policies=policies_off("poisoning"))
+    proxy = gated(behind(start_proxy, hostile(_stream_with_a_bad_line([])), policies=policies_off("poisoning")))
     with caplog.at_level(logging.WARNING, logger="ctxwarden.streaming"):
         with httpx.stream("POST", f"{proxy.url}/v1/chat/completions",
                           json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
@@ -143,8 +151,20 @@ def test_a_malformed_sse_line_in_a_gated_stream_ends_it_with_an_error_event(star
     assert any("not valid JSON" in rec.getMessage() for rec in caplog.records)
 
 
-def test_the_sdk_sees_a_malformed_gated_stream_as_an_api_error(start_proxy, hostile):
+def test_with_an_empty_knowledge_base_poisoning_leaves_a_stream_unread(start_proxy, hostile):
+    """Nothing to judge by: the stream passes through as the upstream sent it (bad line included),
+    exactly as with poisoning off, instead of being parsed event by event."""
     proxy = behind(start_proxy, hostile(_stream_with_a_bad_line([])), policies=policies_off("poisoning"))
+    httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI})  # loads the (empty) KB
+    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
+        assert b"data: {this is not json" in r.read()
+    gated(proxy)
+    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
+        assert b"data: {this is not json" not in r.read()
+
+
+def test_the_sdk_sees_a_malformed_gated_stream_as_an_api_error(start_proxy, hostile):
+    proxy = gated(behind(start_proxy, hostile(_stream_with_a_bad_line([])), policies=policies_off("poisoning")))
     received = []
     with pytest.raises(openai.APIError) as info:
         for c in openai_client(proxy, timeout=10).chat.completions.create(model="gpt-4o", messages=HI, stream=True):

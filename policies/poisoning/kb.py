@@ -25,9 +25,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..base import Embedder, Store, Versions
+from ..base import Embedder, Store
 from ..errors import CtxwardenError
 from ..history.timestamps import parse_time
+from ..state import Versions
 from ..text.sentences import split_sentences
 from .checkers.base import Evidence
 from .evidence import EvidenceIndex, IndexedSentence

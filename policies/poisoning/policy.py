@@ -12,9 +12,8 @@
 - Every verdict says which checker decided, in how long and (model checkers) for how many tokens:
   metrics ctxwarden.poisoning.verdicts / checker_ms / judge_tokens, the validation note, and the
   quarantine record.
-- Metrics: checked items, blocked attempts and quarantined items by type, the poisoning rate over
-  `alert_window` seconds with a log alert above `alert_rate`, the quarantine size by type.
-The admin API (KB documents, quarantine review) is in admin.py.
+- Metrics: checked items, blocked and quarantined by type, the poisoning rate over `alert_window`
+  seconds (a log alert above `alert_rate`), the quarantine size. Admin API (KB, quarantine): admin.py.
 """
 
 from __future__ import annotations
@@ -98,6 +97,9 @@ class PoisoningPolicy(BasePolicy):
     def stream_releasable(self, ex: Exchange, pending: str) -> int:
         kb = self._kbs.get(ex.tenant)
         return releasable(pending, kb.loaded_index if kb is not None else None)
+
+    def reads_stream(self, ex: Exchange) -> bool:  # an empty knowledge base, known to be so: nothing to judge
+        return (kb := self._kbs.get(ex.tenant)) is None or not kb.settled_empty
 
     async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
         if answer.partial:

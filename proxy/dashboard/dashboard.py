@@ -13,12 +13,13 @@ from typing import Any, AsyncIterator, Callable
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..config import Settings
-from . import auth
+from . import auth, live
 from .collector import Collector
+from .prices import input_price
 from .redis_store import RedisMinuteStore
 from .stats import WINDOWS, build, window_range
 from .store import MinuteStore
@@ -52,6 +53,7 @@ class Dashboard:
                            else MinuteStore(Path(settings.storage.path) / DB_FILE, cfg.retention_days))
         self.collector = Collector(self.store, cfg.show_content)
         pipeline.listeners.append(self.collector.observe)
+        self.flushes = live.Flushes()
 
     # ------------------------------------------------------------------ wiring
 
@@ -63,6 +65,7 @@ class Dashboard:
             Route("/dashboard/static/{name}", self.static, methods=["GET"]),
             Route("/dashboard/quarantine/{id}/{decision}", self.review, methods=["POST"]),
             Route("/admin/stats", self.stats, methods=["GET"]),
+            Route("/admin/stats/stream", self.stream, methods=["GET"]),
         ]
 
     def lifespan(self, inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -89,6 +92,8 @@ class Dashboard:
                 await asyncio.to_thread(self.collector.flush)
             except Exception:
                 log.exception("could not write the dashboard's aggregates to %s; kept for the next try", self.store.path)
+            else:
+                await self.flushes.notify()
 
     def _last_flush(self) -> None:
         try:
@@ -155,16 +160,32 @@ class Dashboard:
         return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code, "param": None}},
                             status_code=status)
 
+    def _window(self, request: Request) -> tuple[str, JSONResponse | None]:
+        window = request.query_params.get("window", "1h")
+        if window in WINDOWS:
+            return window, None
+        return window, JSONResponse({"error": {"message": f"window must be one of {', '.join(WINDOWS)}",
+                                               "type": "invalid_request_error", "code": "invalid_request",
+                                               "param": "window"}}, status_code=400)
+
     async def stats(self, request: Request) -> Response:
         denied = self._denied(request)
         if denied:
             return denied
-        window = request.query_params.get("window", "1h")
-        if window not in WINDOWS:
-            return JSONResponse({"error": {"message": f"window must be one of {', '.join(WINDOWS)}",
-                                           "type": "invalid_request_error", "code": "invalid_request",
-                                           "param": "window"}}, status_code=400)
-        return JSONResponse(await self.figures(window), headers={"cache-control": "no-store"})
+        window, bad = self._window(request)
+        return bad or JSONResponse(await self.figures(window), headers={"cache-control": "no-store"})
+
+    async def stream(self, request: Request) -> Response:
+        """GET /admin/stats/stream: the same figures as server-sent events (see live.py)."""
+        denied = self._denied(request)
+        if denied:
+            return denied
+        window, bad = self._window(request)
+        if bad:
+            return bad
+        body = live.events(lambda: self.figures(window), self.flushes,
+                           allowed=lambda: auth.check(request, self._key()) == "ok")
+        return StreamingResponse(body, media_type="text/event-stream", headers=live.HEADERS)
 
     async def figures(self, window: str) -> dict[str, Any]:
         now = time.time()
@@ -173,7 +194,7 @@ class Dashboard:
         poisoning = self.pipeline.policy("poisoning")
         cfg = getattr(poisoning, "config", None)
         data = build(rows, window, alert_rate=getattr(cfg, "alert_rate", None),
-                     min_samples=getattr(cfg, "alert_min_samples", 1), now=now)
+                     min_samples=getattr(cfg, "alert_min_samples", 1), now=now, price=input_price)
         data["breaker"] = self.upstream.breaker.state
         data["quarantine"] = await self._quarantine(poisoning)
         data["recent"] = self.collector.recent_requests()

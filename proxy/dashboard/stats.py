@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable
+
+Price = Callable[[str], float | None]  # model → USD per input token, None when unknown
 
 # window → (minutes covered, minutes per bucket)
 WINDOWS = {"1h": (60, 1), "1d": (24 * 60, 15), "1w": (7 * 24 * 60, 120)}
@@ -43,8 +45,20 @@ def _tokens_by(totals: dict[tuple[str, str], float], prefix: str) -> dict[str, d
             for k, v in received.items()}
 
 
+def cost_saved(by_model: dict[str, dict[str, float]], price: Price | None) -> float | None:
+    """Tokens saved × the model's input price, summed over the models with a known price (each
+    model's share is added to its row as `cost_saved_usd`); None when no model has a price."""
+    total: float | None = None
+    for model, row in by_model.items():
+        per_token = price(model) if price else None
+        row["cost_saved_usd"] = None if per_token is None else round(row["saved"] * per_token, 6)
+        if per_token is not None:
+            total = (total or 0.0) + row["saved"] * per_token
+    return None if total is None else round(total, 6)
+
+
 def build(rows: list[tuple[int, str, str, float]], window: str, *, alert_rate: float | None,
-          min_samples: int = 1, now: float | None = None) -> dict[str, Any]:
+          min_samples: int = 1, now: float | None = None, price: Price | None = None) -> dict[str, Any]:
     s = summarize(rows, window, now)
     totals, series, n = s["totals"], s["series"], s["n"]
     zero = [0.0] * n
@@ -67,6 +81,7 @@ def build(rows: list[tuple[int, str, str, float]], window: str, *, alert_rate: f
         kind, _, resolution = label.partition("/")
         by_type[kind] += v
         by_resolution[resolution] += v
+    tokens_by_model = _tokens_by(totals, "model:")
     return {
         "window": window,
         "step_s": s["step"] * 60,
@@ -79,8 +94,9 @@ def build(rows: list[tuple[int, str, str, float]], window: str, *, alert_rate: f
         "tokens": {
             "received": received, "forwarded": forwarded, "saved": received - forwarded,
             "series": {"received": line("tokens_in"), "forwarded": line("tokens_out")},
-            "by_model": _tokens_by(totals, "model:"), "by_tenant": _tokens_by(totals, "tenant:"),
+            "by_model": tokens_by_model, "by_tenant": _tokens_by(totals, "tenant:"),
         },
+        "cost_saved_usd": cost_saved(tokens_by_model, price),
         "actions": {"total": actions, "by_policy": dict(by_policy),
                     "series": {label: line("action", label) for label in list(actions)[:8]}},
         "poisoning": {

@@ -19,7 +19,7 @@ import logging
 import threading
 from typing import Any, Protocol
 
-from ctxwarden.policies.base import LocalVersions
+from ctxwarden.policies.state import LocalVersions
 
 from ..config import StateConfig
 

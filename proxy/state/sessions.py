@@ -30,7 +30,7 @@ class SessionSync:
         self.stores: list[tuple[str, SessionLRU]] = [
             (p.name, p.session_states) for p in policies if isinstance(getattr(p, "session_states", None), SessionLRU)
         ]
-        self.active = backend.shared and bool(self.stores)
+        self.active = backend is not None and backend.shared and bool(self.stores)
 
     async def load(self, ex: Exchange) -> None:
         docs = await self.backend.load_session(session_scope(ex))

@@ -1,11 +1,15 @@
-// ctxwarden dashboard: polls /admin/stats every POLL_MS and draws with plain SVG (no library, no CDN).
+// ctxwarden dashboard: live figures from /admin/stats/stream (server-sent events), or by polling
+// /admin/stats every POLL_MS when the stream fails; draws with plain SVG (no library, no CDN).
 "use strict";
 (function () {
   const POLL_MS = 4000;
+  const STREAM_FAILURES = 3;  // errors in a row with no event between them: poll instead
   const COLORS = ["#2563eb", "#16a34a", "#dc2626", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
   const SVG = "http://www.w3.org/2000/svg";
   let windowName = "1h";
   let timer = null;
+  let source = null;
+  let failures = 0;
 
   const $ = (id) => document.getElementById(id);
   const fmt = (n) => n == null ? "–" : Math.abs(n) >= 1e6 ? (n / 1e6).toFixed(1) + "M" : Math.abs(n) >= 1e4 ? (n / 1e3).toFixed(1) + "k" : String(Math.round(n * 100) / 100);
@@ -75,6 +79,7 @@
     $("tokens-forwarded").textContent = `${fmt(s.tokens.forwarded)} forwarded`;
     $("tokens-saved").textContent = String(s.tokens.saved);
     $("tokens-share").textContent = s.tokens.received ? `${pct(s.tokens.saved / s.tokens.received)} of received` : "";
+    costSaved(s);
     const p = s.poisoning;
     $("poisoning-blocked").textContent = fmt(p.blocked);
     $("poisoning-rate").textContent = `${pct(p.blocked_rate)} of ${fmt(p.checked)} checked · ${fmt(p.quarantined)} held`;
@@ -88,6 +93,23 @@
     const alert = $("alert");
     alert.hidden = !p.alert;
     alert.textContent = p.alert ? `Poisoning alert: ${pct(p.blocked_rate)} of checked answers were blocked (alert rate ${pct(p.alert_rate)}).` : "";
+  }
+
+  // Tokens saved × each model's input price (litellm's model map); "–" when no model has a price.
+  function costSaved(s) {
+    const usd = s.cost_saved_usd, tile = $("cost-saved");
+    tile.textContent = usd == null ? "–" : money(usd);
+    tile.dataset.usd = usd == null ? "" : String(usd);
+    const unpriced = Object.entries(s.tokens.by_model).filter(([, row]) => row.cost_saved_usd == null).map(([m]) => m);
+    $("cost-sub").textContent = usd == null ? (unpriced.length ? "no input price known" : "")
+      : "at input prices" + (unpriced.length ? ` · unpriced: ${unpriced.slice(0, 3).join(", ")}` : "");
+  }
+
+  function money(usd) {
+    const a = Math.abs(usd);
+    const text = a >= 100 ? a.toFixed(0) : a >= 1 ? a.toFixed(2) : a === 0 ? "0"
+      : a.toFixed(Math.min(12, 1 - Math.floor(Math.log10(a))));  // two significant digits, never 1e-7
+    return (usd < 0 ? "−$" : "$") + text;
   }
 
   function quarantine(q) {
@@ -147,17 +169,51 @@
     recent(s.recent, s.show_content);
   }
 
+  function show(s, how) {
+    render(s);
+    $("status").textContent = `${how} · updated ${new Date().toLocaleTimeString()}`;
+    document.body.dataset.loaded = "1";
+  }
+
   async function refresh() {
     try {
       const r = await fetch(`/admin/stats?window=${windowName}`, { credentials: "same-origin", cache: "no-store" });
       if (r.status === 401 || r.status === 403) { window.location.reload(); return; }
       if (!r.ok) throw new Error(`HTTP ${r.status}`);
-      render(await r.json());
-      $("status").textContent = `updated ${new Date().toLocaleTimeString()}`;
-      document.body.dataset.loaded = "1";
+      show(await r.json(), source ? "live" : "polling");
     } catch (err) {
       $("status").textContent = `update failed: ${err.message}`;
     }
+  }
+
+  function poll() {
+    document.body.dataset.live = "polling";
+    if (!timer) timer = setInterval(refresh, POLL_MS);
+    refresh();
+  }
+
+  // The stream: an event whenever the figures change (keep-alive comments between). EventSource
+  // reconnects by itself when a stream ends; after STREAM_FAILURES errors with no event, or a refusal, poll.
+  function connect() {
+    if (source) source.close();
+    source = null;
+    if (!window.EventSource || document.body.dataset.live === "polling") { poll(); return; }
+    const stream = new EventSource(`/admin/stats/stream?window=${windowName}`);
+    source = stream;
+    stream.onmessage = (e) => {
+      failures = 0;
+      document.body.dataset.live = "stream";
+      show(JSON.parse(e.data), "live");
+    };
+    stream.onerror = () => {
+      if (stream !== source) return;
+      failures += 1;
+      if (stream.readyState === EventSource.CLOSED || failures >= STREAM_FAILURES) {
+        stream.close();
+        source = null;
+        poll();  // a refusal (401) makes the poll reload the page: the login form
+      }
+    };
   }
 
   function start() {
@@ -165,13 +221,12 @@
       button.addEventListener("click", () => {
         windowName = button.dataset.window;
         document.querySelectorAll("#windows button").forEach((b) => b.classList.toggle("active", b === button));
-        refresh();
+        if (source) connect(); else refresh();
       });
     }
-    refresh();
-    timer = setInterval(refresh, POLL_MS);
+    connect();
   }
 
   document.addEventListener("DOMContentLoaded", start);
-  window.addEventListener("beforeunload", () => clearInterval(timer));
+  window.addEventListener("beforeunload", () => { clearInterval(timer); if (source) source.close(); });
 })();
