@@ -34,7 +34,8 @@ def _serve(args: argparse.Namespace) -> int:
         f"→ {settings.upstream.base_url} (config: {settings.source}; {args.workers} worker(s))",
         file=sys.stderr,
     )
-    log_args = {"log_level": args.log_level, "access_log": args.log_level == "debug"}
+    # A shutdown waits at most this long for open responses (long streams, dashboard live updates).
+    log_args = {"log_level": args.log_level, "access_log": args.log_level == "debug", "timeout_graceful_shutdown": 10}
     if args.workers > 1:
         from .workers import serve_workers
 

@@ -53,7 +53,8 @@ def render(stats: dict[str, Any], window: str, url: str) -> str:
         f"ctxwarden at {url}, last {window}   breaker: {stats.get('breaker', '?')}",
         f"  requests        {requests.get('total', 0):>10,.0f}   ({requests.get('per_minute', 0):.2f} / min)",
         f"  tokens received {received:>10,.0f}   forwarded {tokens.get('forwarded', 0):,.0f}   "
-        f"saved {saved:,.0f} ({saved / received * 100 if received else 0:.1f} %)",
+        f"saved {saved:,.0f} ({saved / received * 100 if received else 0:.1f} %)"
+        + (f", ${stats['cost_saved_usd']:,.2f}" if stats.get("cost_saved_usd") is not None else ""),
         f"  poisoning       {poisoning.get('checked', 0):>10,.0f} checked, {poisoning.get('blocked', 0):,.0f} blocked, "
         f"{poisoning.get('quarantined', 0):,.0f} quarantined" + ("   ALERT: blocked rate over alert_rate" if poisoning.get("alert") else ""),
         f"  clashes         {stats.get('clashes', {}).get('total', 0):>10,.0f}   loops stopped {stats.get('loops', {}).get('stopped', 0):,.0f}",

@@ -42,3 +42,11 @@ def test_stats_without_the_key_or_the_server_says_so(tmp_path, monkeypatch):
                              "--server", "127.0.0.1:9"], capture_output=True, text=True, timeout=60,
                             env={**env, "CTXWARDEN_ADMIN_KEY": "k"})
     assert nobody.returncode == 1 and "no ctxwarden server answers" in nobody.stderr
+
+
+def test_stats_prints_cost_saved_when_a_price_is_known():
+    from ctxwarden.proxy.stats_cli import render
+
+    stats = {"requests": {"total": 2}, "tokens": {"received": 1000, "forwarded": 600, "saved": 400}}
+    assert "saved 400 (40.0 %), $0.12" in render({**stats, "cost_saved_usd": 0.123}, "1h", "http://x")
+    assert "$" not in render({**stats, "cost_saved_usd": None}, "1h", "http://x")
