@@ -79,16 +79,16 @@ def test_glued_kb_text_and_misspelt_names():
 def test_a_long_claim_full_of_values_is_read_once_not_once_per_value(judge, monkeypatch):
     """A tool result with no sentence ends is one claim of hundreds of numbers: its slots must be
     parsed a bounded number of times, not once per value per evidence passage (the demo hung on it)."""
-    from ctxwarden.policies.poisoning.checkers import features
+    from ctxwarden.policies.poisoning.checkers import readings
 
     calls = {"n": 0}
-    real = features.slots
+    real = readings.slots
 
     def counting(text):
-        calls["n"] += len(text) > features.CACHED_TEXT_CHARS
+        calls["n"] += len(text) > readings.CACHED_TEXT_CHARS
         return real(text)
 
-    monkeypatch.setattr(features, "slots", counting)
+    monkeypatch.setattr(readings, "slots", counting)
     blob = "Mount Everest readings " + ", ".join(f"station {i} at {8000 + i} m on 12 May {1900 + i % 100}" for i in range(300))
     judge(blob, "How tall is Mount Everest?")
     assert calls["n"] <= 4

@@ -86,7 +86,9 @@ class EvidenceIndex:
         if self._vectors is None or query_vectors is None:
             return [[] for _ in range(n)], None
         q = _unit_rows(np.asarray(query_vectors, dtype=np.float32))
-        sims = q @ self._vectors.T
+        # einsum, not `@`: the product of a few queries with the passages is too small for BLAS threads,
+        # which spin after each call and took a loaded 2-CPU host from 0.6 to 4.5 ms p50 (15 ms p95)
+        sims = np.einsum("qd,pd->qp", q, self._vectors)
         k = min(CANDIDATES, sims.shape[1])
         top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         return [sorted(row.tolist(), key=lambda i, r=r: -sims[r, i]) for r, row in enumerate(top)], sims

@@ -31,6 +31,11 @@ def sentence_spans(text: str, *, semicolons: bool = False) -> list[tuple[int, in
     return spans
 
 
+def abbreviation_at(text: str, end: int) -> bool:
+    """The full stop just before `end` closes an abbreviation or an initial, not a sentence."""
+    return bool(_ABBREVIATION.search(text, max(0, end - 8), end))
+
+
 def split_sentences(text: str, *, semicolons: bool = False) -> list[str]:
     return [text[a:b] for a, b in sentence_spans(text, semicolons=semicolons)]
 

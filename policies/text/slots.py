@@ -11,26 +11,12 @@ function words), not lists of facts or sentence templates.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-# ----------------------------------------------------------------------------- words
+from .sentences import abbreviation_at
+from .words import FUNCTION_WORDS, NEGATORS, content_words, fold, negated, stem, words  # noqa: F401 (the slot readers' words)
 
-FUNCTION_WORDS = frozenset("""
-a an the and or but nor so yet of in on at to for from by with without about into onto over under
-between among through during before after above below up down out off than then as is are was
-were be been being am do does did done has have had having will would shall should can could may
-might must it its it's this that these those there here which who whom whose what when where why
-how whether if while because although though also too very just only even still already not no
-never none neither either both each every all any some many much more most less least few other
-another such same own i me my mine we us our ours you your yours he him his she her hers they yes
-them their theirs one ones s t i'm i've i'd you're we're they're isn't aren't wasn't weren't
-don't doesn't didn't won't can't cannot couldn't shouldn't wouldn't hasn't haven't hadn't
-i'll you'll he'll she'll it'll we'll they'll he's she's it's that's there's here's what's let's
-since until unless upon onto perhaps maybe please thanks okay ok oh well around nearly almost roughly approximately
-""".split())
-NEGATORS = frozenset("not no never none neither nor cannot without n't".split())
 _NUMBER_WORDS = {w: n for n, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen".split())}
@@ -70,13 +56,15 @@ for _names, _dim, _factor in (
         _UNITS[_name] = (_dim, _factor)
 _CONNECTORS = frozenset("of de du des la le van von der den da di del y & the".split())
 
-_WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][\w'’.\-]*|[$€£%]")
 _NUMBER = re.compile(r"(?<![\w.])([$€£])?\s?(\d{1,3}(?:[,\u00a0 ]\d{3})+|\d+)(?:\.(\d+))?(?![\d])")
 _ORDINAL_CENTURY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)[\s-]+century\b", re.I)
 _DECADE = re.compile(r"\b(1\d|20)(\d)0'?s\b")
 _YEAR = re.compile(r"(?<![\w$€£.,])(1[0-9]\d\d|20\d\d)(?![\w%]|,\d|\.\d)")
-_DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?(?:\s+of)?\s+([A-Za-z]{3,9})\.?,?\s+(\d{3,4})\b")
-_MONTH_DAY = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{3,4})\b")
+# two dates glued where a dash went missing ("26 September 188926 May 1976", "January 14,
+# 1925November 25, 1970"): a date may end where the next one's day or month begins
+_DATE_END = r"(?:\b|(?=\d{1,2}\s+[A-Za-z]{3,9}\b|[A-Z][a-z]))"
+_DAY_MONTH = re.compile(r"(?:\b|(?<=\b(?:1\d|20)\d\d))(\d{1,2})(?:st|nd|rd|th)?(?:\s+of)?\s+([A-Za-z]{3,9})\.?,?\s+(\d{3,4})" + _DATE_END)
+_MONTH_DAY = re.compile(r"(?:\b|(?<=\d))([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{3,4})" + _DATE_END)
 _MONTH_YEAR = re.compile(r"\b([A-Za-z]{3,9})\s+(?:of\s+)?(\d{4})\b")
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _CAPITAL = re.compile(r"[A-ZÀ-ÖØ-Þ]")
@@ -92,34 +80,6 @@ class Slot:
 
     def agrees(self, other: "Slot") -> bool:
         return agree(self, other)
-
-
-def fold(text: str) -> str:
-    """Lower case without accents or possessive marks: how names and words are compared."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
-    return re.sub(r"['’]s\b", "", text)
-
-
-def words(text: str) -> list[str]:
-    return [w.strip(".'’-").lower() for w in _WORD.findall(text)]
-
-
-def content_words(text: str) -> set[str]:
-    """Words that carry meaning (not function words), folded, with a crude stem."""
-    return {stem(fold(w)) for w in words(text) if w and w not in FUNCTION_WORDS and not w.isdigit()}
-
-
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    for suffix in ("ies", "es", "s", "ing", "ed", "ly"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
-
-
-def negated(text: str) -> bool:
-    return any(w in NEGATORS or w.endswith("n't") for w in words(text))
 
 
 # ----------------------------------------------------------------------------- extraction
@@ -216,10 +176,16 @@ def _quantity(text: str, start: int, end: int, amount: float, currency: str | No
     return Slot("number", text[start:end].strip(), start, end, (amount, dim, step))
 
 
+# a whole run of ASCII letters that is a number word, in any case (re.A: no Unicode case folding)
+_ANY_NUMBER_WORD = re.compile(rf"(?<![A-Za-z])(?:{'|'.join([*_NUMBER_WORDS, *_SCALES])})(?![A-Za-z])", re.I | re.A)
+
+
 def _number_words(text: str) -> list[Slot]:
     """Spelled-out numbers of two words or more, or with a unit ("eight thousand ... metres",
     "three hours"); a lone "one" is usually not a quantity."""
     out: list[Slot] = []
+    if not _ANY_NUMBER_WORD.search(text):
+        return out
     spans = [(m.start(), m.end(), m.group(0).lower()) for m in re.finditer(r"[A-Za-z]+", text)]
     i = 0
     while i < len(spans):
@@ -255,7 +221,7 @@ def _names(text: str) -> list[Slot]:
     tokens = _tokens(text)
     run: list[re.Match] = []
     for tok in tokens + [None]:
-        joined = tok is not None and (not run or text[run[-1].end():tok.start()].isspace())
+        joined = tok is not None and (not run or text[run[-1].end():tok.start()].isspace() and not _ends_sentence(text, run[-1]))
         if joined and _is_name_word(tok, text, run):
             run.append(tok)
             continue
@@ -271,15 +237,26 @@ _GLUED = re.compile(r"(?<=[a-z]{4})(?=[A-Z][a-z])|(?<=[a-z]{3})(?=\d{4}\b)|(?<=\
 
 
 def _tokens(text: str) -> list[re.Match]:
+    # the glue is found in one pass over the text: each cut lies between two word characters, so
+    # inside a token, and what its look-arounds see there is the token's own characters
+    cuts = [m.start() for m in _GLUED.finditer(text)]
+    if not cuts:
+        return list(_TOKEN.finditer(text))
     out = []
     for tok in _TOKEN.finditer(text):
-        cuts = [m.start() for m in _GLUED.finditer(tok.group(0))]
-        if not cuts:
+        inside = [c for c in cuts if tok.start() < c < tok.end()]
+        if not inside:
             out.append(tok)
             continue
-        bounds = [0, *cuts, len(tok.group(0))]
-        out += [_TOKEN.match(text, tok.start() + a, tok.start() + b) for a, b in zip(bounds, bounds[1:])]
+        bounds = [tok.start(), *inside, tok.end()]
+        out += [_TOKEN.match(text, a, b) for a, b in zip(bounds, bounds[1:])]
     return [t for t in out if t]
+
+
+def _ends_sentence(text: str, tok: re.Match) -> bool:
+    """A name word with a full stop that ends its sentence ("... the Eiffel Tower. Gustave Eiffel
+    built it"), not an initial or abbreviation ("J. K. Rowling", "D.C. Cab", "St. Louis")."""
+    return tok.group(0).endswith(".") and not abbreviation_at(text, tok.end())
 
 
 def _close_run(run: list, text: str, out: list[Slot]) -> None:
@@ -298,15 +275,21 @@ def _is_name_word(tok: re.Match, text: str, run: list) -> bool:
         return True
     if not _CAPITAL.match(word):
         return False
-    if not run and (word.lower() in FUNCTION_WORDS or _sentence_start(text, tok.start()) and _inflected(word)
-                    and not re.match(r"\s+[A-Z]", text[tok.end():])):
+    if not run and (word.lower() in FUNCTION_WORDS or _inflected(word) and _sentence_start(text, tok.start())
+                    and not _SPACE_CAPITAL.match(text, tok.end())):
         return False  # "The ...", "In 1889 ...", "Completed in 1889, ..."
     return not word.isdigit()
 
 
+_SPACE_CAPITAL = re.compile(r"\s+[A-Z]")
+
+
 def _sentence_start(text: str, at: int) -> bool:
-    before = text[:at].rstrip()
-    return not before or before[-1] in ".!?:;\"“(\n"
+    """Only white space, or a sentence end, quote or bracket, before `at`."""
+    i = at - 1
+    while i >= 0 and text[i].isspace():
+        i -= 1
+    return i < 0 or text[i] in ".!?:;\"“(\n"
 
 
 def _inflected(word: str) -> bool:

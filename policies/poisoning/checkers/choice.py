@@ -21,10 +21,11 @@ import re
 from functools import lru_cache
 from typing import Sequence
 
-from ...text.sentences import split_sentences
 from ...text.slots import Slot, agree, content_words, fold, name_key
-from ...text.slots import slots as _all_slots
 from .base import Evidence
+from .readings import sentences_of
+from .readings import slots_of as slots
+from .roles import role
 
 EARLIER = frozenset("first earlier earliest older oldest before sooner prior".split())
 LATER = frozenset("later latest last younger youngest newer newest recent after".split())
@@ -38,12 +39,6 @@ MAX_OPTION_WORDS = 6
 BY_DATES, BY_WORDS = "dates", "words"
 # the closed class of quantity comparison: "more members", "the largest mall" compare a measure both have
 MEASURE = frozenset("more most less least fewer fewest".split())
-
-
-@lru_cache(maxsize=20_000)
-def slots(text: str) -> tuple[Slot, ...]:
-    """The text's slots, cached: questions and evidence sentences recur across claims."""
-    return tuple(_all_slots(text))
 
 
 @lru_cache(maxsize=4096)
@@ -60,6 +55,8 @@ def options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
             break
         else:
             joined = []
+    if len(joined) > 2 and _in_predicate(question, joined[0]):  # "Which director is American, A or B?"
+        joined = joined[1:]
     if len(joined) < 2 or not re.search(rf"\b{joiner}\b", question, re.I):
         return ()
     last = joined[-1]
@@ -69,12 +66,20 @@ def options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
     return tuple(joined)
 
 
+def _in_predicate(question: str, name: Slot) -> bool:
+    """The name completes the question's predicate ("is American, A or B", "located in Chestnut
+    Hill, A or B"): a preposition or copula links it to a content word before it. (A question
+    that opens with its verb, "Is A, B or C ...?", has no such word: A is an option.)"""
+    linked = role(question, name)
+    return linked is not None and bool(linked.link) and bool(content_words(question[:name.start]))
+
+
 def doc_sentences(evidence: Sequence[Evidence]) -> list[list[str]]:
     """Each evidence document's sentences in order, rebuilt from the retrieved windows."""
     docs: dict[str, dict[int, str]] = {}
     for e in evidence:
         part = _part(e.id)
-        pieces = split_sentences(e.window)
+        pieces = sentences_of(e.window)
         at = next((i for i, p in enumerate(pieces) if p == e.sentence), None)
         if part is None or at is None:
             docs.setdefault(e.doc_id, {}).setdefault(len(docs.get(e.doc_id, {})) + 10_000, e.sentence)

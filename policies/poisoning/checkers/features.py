@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
-from ...text.slots import Slot, agree, content_words, fold, slots
+from ...text.slots import Slot, agree, content_words, fold
 from .base import ClaimToCheck, Evidence
 from .choice import BY_DATES, BY_WORDS, asks_for_value, choice_conflict, polar_conflict
+from .misplaced import misplaced
+from .readings import names_of as _names
+from .readings import slots_of as _slots_of
+from .readings import words_of as _words_of
 from .roles import additive, clauses, in_list, negated_statement, role, same_role
 
 # Weights of the contradiction score (a logistic model over the features below), fitted on the
@@ -109,30 +112,6 @@ class ClaimFeatures:
         return max(p, floor * self.coverage)
 
 
-# Claims and KB sentences recur across answers and are worth caching; whole tool results are not
-# (one entry of a long text held ~47 KB, and 50,000 of them were the proxy's largest memory growth).
-CACHED_TEXT_CHARS = 2000
-CACHED_TEXTS = 20_000
-
-
-def _slots_of(text: str) -> tuple[Slot, ...]:
-    return _cached_slots(text) if len(text) <= CACHED_TEXT_CHARS else tuple(slots(text))
-
-
-def _words_of(text: str) -> frozenset[str]:
-    return _cached_words(text) if len(text) <= CACHED_TEXT_CHARS else frozenset(content_words(text))
-
-
-@lru_cache(maxsize=CACHED_TEXTS)
-def _cached_slots(text: str) -> tuple[Slot, ...]:
-    return tuple(slots(text))
-
-
-@lru_cache(maxsize=CACHED_TEXTS)
-def _cached_words(text: str) -> frozenset[str]:
-    return frozenset(content_words(text))
-
-
 def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     evidence = claim.evidence
     asked = _slots_of(claim.question)
@@ -160,7 +139,8 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     f.value_conflict = any(_conflicts(s, _slots_of(x.sentence)) for x in about for s in single)
     about_slots = _slots_of(" ".join(x.window for x in about))
     off_subject = [s for s in said if s.kind == "name" and not any(agree(s, e) for e in about_slots)]
-    f.name_conflict = _name_conflict(claim, f.best_evidence, off_subject, asked, said)
+    f.name_conflict = _name_conflict(claim, f.best_evidence, off_subject, asked, said) or misplaced(
+        claim.text, claim.question, [s for s in said if s.kind == "name"], [q for q in asked if q.kind == "name"], about)
     f.similarity = max(e.similarity for e in evidence)
     f.rival_predicate = _rival_predicate(claim, said, asked, own_words)
     f.negation_conflict = _negation_conflict(claim.text, aligned)
@@ -193,15 +173,17 @@ def _backing_text(claim: ClaimToCheck, asked: tuple[Slot, ...]) -> str:
 
 def _negation_conflict(text: str, aligned: str) -> bool:
     """One says the opposite of the other: a clause of the claim that restates the aligned
-    evidence (most of its words are there) with a negation the evidence lacks, or without the one
-    it has. Negators inside names ("No Strings Attached") negate nothing."""
-    ev_negated = negated_statement(aligned, _names(aligned))
-    return any(len(_words_of(c)) >= 3 and negated_statement(c, _names(c)) != ev_negated and _overlap(c, aligned) >= 0.6
-               for c in clauses(text))
-
-
-def _names(text: str) -> list[Slot]:
-    return [s for s in _slots_of(text) if s.kind == "name"]
+    evidence (most of its words are there) with a negation the evidence's clause it restates
+    lacks, or without the one it has ("6.2 km long" restates "the 6.2 km long track is a street
+    circuit", not "when no races are run"). Negators inside names ("No Strings Attached") negate nothing."""
+    ev = [(e, negated_statement(e, _names(e))) for e in clauses(aligned)] or [(aligned, False)]
+    for c in clauses(text):
+        if len(_words_of(c)) < 3 or _overlap(c, aligned) < 0.6:
+            continue
+        restated = max(ev, key=lambda e: _overlap(c, e[0]))  # the evidence clause it restates
+        if negated_statement(c, _names(c)) != restated[1]:
+            return True
+    return False
 
 
 def _mentions_subject(window: str, asked: tuple[Slot, ...], said: list[Slot]) -> bool:
@@ -293,9 +275,9 @@ def _topic(question: str, asked: tuple[Slot, ...], text: str) -> float:
     by_words = _coverage(question, (), text)
     if not names:
         return by_words
-    found = _slots_of(text)
     folded = fold(text)
-    whole = sum(1 for n in names if fold(n.text) in folded or any(n.kind == e.kind and set(n.value) <= set(e.value) for e in found))
+    whole = sum(1 for n in names if fold(n.text) in folded  # written out, else a name that holds all its words
+                or any(n.kind == e.kind and set(n.value) <= set(e.value) for e in _slots_of(text)))
     return whole / len(names) + 0.1 * by_words
 
 
@@ -305,9 +287,8 @@ def _coverage(question: str, asked: tuple[Slot, ...], ev_text: str) -> float:
     names = [s for s in asked if s.kind == "name"]
     by_names = 0.0
     if names:
-        ev_slots = _slots_of(ev_text)
         folded = fold(ev_text)
-        by_names = sum(1 for s in names if any(agree(s, e) for e in ev_slots) or fold(s.text) in folded) / len(names)
+        by_names = sum(1 for s in names if fold(s.text) in folded or any(agree(s, e) for e in _slots_of(ev_text))) / len(names)
     words = _words_of(question)
     by_words = len(words & _words_of(ev_text)) / len(words) if words else 0.0
     return max(by_names, by_words)
