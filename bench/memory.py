@@ -28,6 +28,7 @@ import yaml
 from _harness import ROOT, start_fake, wait_ready
 
 from ctxwarden.proxy.local_server import free_port
+from ctxwarden.proxy.processes import start_chroma
 
 ADMIN_KEY = "bench-memory-admin-key"
 TENANTS, SESSIONS, KB_TENANTS = 50, 5000, 10
@@ -47,10 +48,10 @@ def serve(config_path: str, port: int) -> None:
         time.sleep(3600)
 
 
-def start_proxy(upstream: str, store: str, max_items: int) -> tuple[subprocess.Popen, str]:
+def start_proxy(upstream: str, store: str, max_items: int, chroma_url: str | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     config = {"upstream": {"base_url": f"{upstream}/v1", "api_key_env": None, "retries": 0},
-              "storage": {"path": store}, "models": {"bench-small": {"context_window": 8000}},
+              "storage": {"path": store, "chroma_url": chroma_url}, "models": {"bench-small": {"context_window": 8000}},
               "policies": {"archive": {"max_items": max_items}}}
     path = Path(store) / "bench-memory.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -161,10 +162,13 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--archive-max-items", type=int, default=20)
+    parser.add_argument("--chroma-server", action="store_true",
+                        help="documents in a Chroma server (`chroma run`, storage.chroma_url) instead of embedded")
     args = parser.parse_args()
     store = tempfile.mkdtemp(prefix="ctxw-bench-memory-")
     fake, fake_url = start_fake()
-    proxy, url = start_proxy(fake_url, store, args.archive_max_items)
+    chroma = start_chroma(Path(store)) if args.chroma_server else None
+    proxy, url = start_proxy(fake_url, store, args.archive_max_items, chroma.url if chroma else None)
     print(f"proxy pid {proxy.pid}, store {store}; {args.requests} requests, {TENANTS} tenants, "
           f"{SESSIONS} sessions per tenant, archive.max_items {args.archive_max_items}", flush=True)
     try:
@@ -173,6 +177,8 @@ def main() -> None:
         proxy.terminate()
         proxy.wait(timeout=20)
         fake.stop()
+        if chroma:
+            chroma.stop()
 
 
 if __name__ == "__main__":

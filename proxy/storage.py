@@ -17,11 +17,12 @@ answers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
 from ctxwarden.policies.cache import LRU
@@ -49,6 +50,30 @@ def legacy_collection_name(name: str, tenant: str) -> str | None:
     if not _SAFE.fullmatch(full) or len(full) > 500 or full != full.rstrip("._-"):
         return None
     return full
+
+
+@contextlib.contextmanager
+def _capped_index_cache(size: int) -> Iterator[None]:
+    """Embedded Chroma (1.x) keeps up to `open-files limit / 5` vector indexes in memory (4,000 with a
+    limit of 20,000), ~2.7 MB each even for a handful of rows, and offers no setting for it: with a
+    few collections per tenant, RSS grew by hundreds of MB. The count is read when the client starts,
+    so it is capped there. Without that internal (another Chroma version), nothing changes."""
+    try:
+        from chromadb.api.rust import RustBindingsAPI
+    except ImportError:
+        yield
+        return
+    original = RustBindingsAPI.start
+
+    def start(api: Any) -> None:
+        api.hnsw_cache_size = min(getattr(api, "hnsw_cache_size", size), size)
+        original(api)
+
+    RustBindingsAPI.start = start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RustBindingsAPI.start = original  # type: ignore[method-assign]
 
 
 class _Watched:
@@ -94,7 +119,8 @@ class ChromaStore:
                             settings=chroma_settings,
                         )
                     else:
-                        self._client = chromadb.PersistentClient(path=self.config.path, settings=chroma_settings)
+                        with _capped_index_cache(self.config.max_open_indexes):
+                            self._client = chromadb.PersistentClient(path=self.config.path, settings=chroma_settings)
         return self._client
 
     def collection(self, name: str, tenant: str | None = None) -> Any:
