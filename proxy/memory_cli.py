@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
-import httpx
-
-from .config import ConfigError, load_settings, server_url
+from .admin_client import call_admin
+from .config import ConfigError, load_settings
 
 KINDS = ("preference", "fact", "instruction", "constraint")
 
@@ -74,21 +72,11 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"ctxwarden memory: {exc}", file=sys.stderr)
         return 2
-    url = server_url(args.server, settings)
-    key = os.environ.get(settings.admin.api_key_env or "", "")
-    if not key:
-        print(f"ctxwarden memory: set {settings.admin.api_key_env} to the server's admin key", file=sys.stderr)
-        return 2
-    headers = {"authorization": f"Bearer {key}", **({"x-ctxwarden-tenant": args.tenant} if args.tenant else {})}
-    try:
-        response = httpx.request(method, f"{url}{path}", headers=headers, timeout=60, **extra)
-    except httpx.HTTPError as exc:
-        print(f"ctxwarden memory: no ctxwarden server answers at {url} ({type(exc).__name__})", file=sys.stderr)
-        return 1
-    if response.status_code != 200:
-        print(f"ctxwarden memory: {url} answered {response.status_code}: {response.text[:300]}", file=sys.stderr)
-        return 1
-    print(render(args, response.json()))
+    tenant = {"x-ctxwarden-tenant": args.tenant} if args.tenant else {}
+    code, data, _ = call_admin("memory", settings, args.server, method, path, headers=tenant, **extra)
+    if code:
+        return code
+    print(render(args, data))
     return 0
 
 

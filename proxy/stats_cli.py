@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
-import httpx
-
-from .config import ConfigError, load_settings, server_url
+from .admin_client import call_admin
+from .config import ConfigError, load_settings
 
 
 def add_stats_command(subparsers: Any) -> None:
@@ -26,21 +24,11 @@ def _stats(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"ctxwarden stats: {exc}", file=sys.stderr)
         return 2
-    url = server_url(args.server, settings)
-    key = os.environ.get(settings.admin.api_key_env or "", "")
-    if not key:
-        print(f"ctxwarden stats: set {settings.admin.api_key_env} to the server's admin key", file=sys.stderr)
-        return 2
-    try:
-        response = httpx.get(f"{url}/admin/stats", params={"window": args.window},
-                             headers={"authorization": f"Bearer {key}"}, timeout=30)
-    except httpx.HTTPError as exc:
-        print(f"ctxwarden stats: no ctxwarden server answers at {url} ({type(exc).__name__})", file=sys.stderr)
-        return 1
-    if response.status_code != 200:
-        print(f"ctxwarden stats: {url} answered {response.status_code}: {response.text[:200]}", file=sys.stderr)
-        return 1
-    print(render(response.json(), args.window, url))
+    code, stats, url = call_admin("stats", settings, args.server, "GET", "/admin/stats",
+                                  params={"window": args.window}, timeout=30)
+    if code:
+        return code
+    print(render(stats, args.window, url))
     return 0
 
 
