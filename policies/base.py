@@ -329,7 +329,7 @@ class BasePolicy:
         streamed sentence (`answer.partial`) before the proxy releases it;
       - `stream_releasable(ex, pending)` — with `validates_stream`: how much of a sentence still
         being streamed may go out before it is judged (default 0: hold the sentence to its end);
-        `reads_stream(ex)` — whether this exchange's stream needs reading at all (default: yes);
+        `reads_answer(ex)` — whether this exchange's answer needs reading at all (default: yes);
       - `on_complete(ex, outcome)` — after the client got its answer;
       - `admin_routes()` — routes mounted under /admin/ behind the admin key;
       - `aclose()` — at shutdown.
@@ -358,11 +358,11 @@ class BasePolicy:
         event loop for every chunk: answer from memory, in microseconds."""
         return 0
 
-    def reads_stream(self, ex: Exchange) -> bool:
-        """With `validates_stream`: False when nothing in this exchange's answer could be judged
-        (e.g. an empty knowledge base), so the stream is passed through untouched. Called once per
-        streamed request, on the event loop: answer from memory."""
-        return self.validates_stream
+    def reads_answer(self, ex: Exchange) -> bool:
+        """False when nothing in this exchange's answer could be judged (e.g. an empty knowledge
+        base): `on_response` is not called and the answer, whole or streamed, passes through as the
+        upstream sent it. Called once per request, on the event loop: answer from memory."""
+        return True
 
     def admin_routes(self) -> list[AdminRoute]:
         return []

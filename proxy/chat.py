@@ -268,7 +268,7 @@ class ChatHandler:
         return ProxyToolRounds(ex, self.max_rounds, ask_again)
 
     async def _complete(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
-        if not self.pipeline.response_policies and not ex.proxy_tools:
+        if not ex.proxy_tools and not self.pipeline.reads_answer(ex):
             await self.pipeline.complete(ex, "ok")
             call.finish(response.status_code, _usage_of(response.content), _model_of(response.content))
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
@@ -303,7 +303,7 @@ class ChatHandler:
                         error="upstream_stream_cut" if outcome == "cut" else None)
             await self.pipeline.complete(ex, outcome)
 
-        validate = self.pipeline.run_response if self.pipeline.reads_stream(ex) else None
+        validate = self.pipeline.run_response if self.pipeline.reads_answer(ex, self.pipeline.stream_validators) else None
         relay = StreamRelay(
             ex,
             validate=validate,

@@ -80,14 +80,15 @@ class Pipeline:
                 return verdict
         return None
 
-    def reads_stream(self, ex: Exchange) -> bool:
-        """Some stream validator needs to read this exchange's stream (else it passes through)."""
-        for policy in self.stream_validators:
+    def reads_answer(self, ex: Exchange, policies: list[BasePolicy] | None = None) -> bool:
+        """Some response policy (of `policies`, default all) needs to read this exchange's answer;
+        else it passes through as the upstream sent it."""
+        for policy in self.response_policies if policies is None else policies:
             try:
-                if policy.reads_stream(ex):
+                if policy.reads_answer(ex):
                     return True
             except Exception:
-                log.exception("policy %s failed in reads_stream; the stream is read", policy.name)
+                log.exception("policy %s failed in reads_answer; the answer is read", policy.name)
                 return True
         return False
 

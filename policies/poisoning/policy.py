@@ -98,7 +98,7 @@ class PoisoningPolicy(BasePolicy):
         kb = self._kbs.get(ex.tenant)
         return releasable(pending, kb.loaded_index if kb is not None else None)
 
-    def reads_stream(self, ex: Exchange) -> bool:  # an empty knowledge base, known to be so: nothing to judge
+    def reads_answer(self, ex: Exchange) -> bool:  # an empty knowledge base, known to be so: nothing to judge
         return (kb := self._kbs.get(ex.tenant)) is None or not kb.settled_empty
 
     async def on_response(self, ex: Exchange, answer: Answer) -> Verdict | None:
