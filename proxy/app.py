@@ -21,6 +21,7 @@ from .chat import ChatHandler, read_body, relay_error, relay_headers
 from .config import Settings
 from .dashboard import Dashboard
 from .errors import ProxyError, error_body
+from .metrics_share import from_environment
 from .models import ModelInfo
 from .pipeline import Pipeline
 from .services import build_services
@@ -149,10 +150,16 @@ def _relay(upstream: Upstream, max_body_mb: float) -> Endpoint:
 
 
 def _lifespan(pipeline: Pipeline, upstream: Upstream, telemetry: Telemetry, state: Any) -> Callable[[Starlette], Any]:
+    shared_metrics = from_environment(telemetry.metrics)  # under `serve --workers N` only
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await state.start()
+        if shared_metrics:
+            shared_metrics.start()
         yield
+        if shared_metrics:
+            await shared_metrics.stop()
         await state.aclose()
         await pipeline.aclose()
         await upstream.aclose()

@@ -14,12 +14,15 @@ name ending in `_seconds`, its value divided by 1000 (`ctxwarden.policy.duration
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import threading
 from typing import Any, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from .metrics_share import merge
 
 Labels = tuple[tuple[str, Any], ...]
 Mirror = Callable[[str, str, float, dict[str, Any]], None]
@@ -65,6 +68,8 @@ class Metrics:
         self._bounds: dict[str, tuple[float, ...]] = {}
         self._units: dict[str, tuple[str, float]] = {}  # recorded name → (kept name, factor); see base_unit
         self._mirror = mirror
+        # Other worker processes' snapshots, under `serve --workers N` (metrics_share.py): [(pid, points)].
+        self.peers: Callable[[], list[tuple[str, list[dict[str, Any]]]]] | None = None
 
     def bound_labels(self, **rules: Callable[[Any], str]) -> None:
         """Map the values of these labels through a rule (e.g. unknown model names → "other") so no
@@ -140,7 +145,10 @@ class _Collector:
 
     def collect(self) -> Iterator[Metric]:
         families: dict[tuple[str, str], Any] = {}
-        for p in self.metrics.snapshot():
+        points = self.metrics.snapshot()
+        if self.metrics.peers is not None:
+            points = merge(points, str(os.getpid()), self.metrics.peers())
+        for p in points:
             name = prom_name(p["name"])
             labels = {prom_name(k): _label_value(v) for k, v in sorted(p["attributes"].items())}
             family = families.get((name, p["kind"]))

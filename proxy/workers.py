@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any
 
 from .config import Settings, load_settings
+from .metrics_share import ENV as METRICS_DIR_ENV
 
 _ENV = "CTXWARDEN_WORKER_SETTINGS"  # how each worker process learns the config it was started with
 
@@ -36,6 +38,8 @@ def serve_workers(config_path: str | None, overrides: dict[str, Any], settings: 
     if refusal(settings, workers):
         raise ValueError(refusal(settings, workers))
     os.environ[_ENV] = json.dumps({"config": config_path, "overrides": overrides})
+    # /metrics sums every worker's figures, whichever worker a scrape reaches (metrics_share.py).
+    os.environ.setdefault(METRICS_DIR_ENV, tempfile.mkdtemp(prefix="ctxwarden-metrics-"))
     # By import path: each worker process builds the app and its protocol class (with the server.*
     # limits) itself; neither could be pickled across to it.
     config = uvicorn.Config("ctxwarden.proxy.workers:worker_app", factory=True, workers=workers,

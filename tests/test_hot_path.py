@@ -99,6 +99,10 @@ def test_workers_are_refused_while_a_policy_keeps_per_process_state(tmp_path, fa
     assert "--workers 2 refused" in err and "loops" in err and "poisoning" in err
 
 
+def _requests_total(text: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("ctxwarden_requests_total{"))
+
+
 def test_two_workers_serve_the_pure_gateway(tmp_path, fake):
     port = free_port()
     config = {"server": {"port": port}, "upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None},
@@ -114,14 +118,18 @@ def test_two_workers_serve_the_pure_gateway(tmp_path, fake):
                 pass
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() is not None else "slow"
             time.sleep(0.2)
-        with httpx.Client(timeout=10) as client:
-            answers = [client.post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                   json={"model": "gpt-4o", "messages": HI}) for _ in range(6)]
+        answers = [httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI},
+                              timeout=10) for _ in range(6)]  # a new connection each: spread over the workers
         assert all(a.status_code == 200 and a.json()["choices"][0]["message"]["content"] for a in answers)
         deadline = time.monotonic() + 20
         while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_children(proc.pid)) >= 2  # the supervisor's worker processes (and its resource tracker)
+        # /metrics is the whole server's, whichever worker answers the scrape (each writes a snapshot a second)
+        time.sleep(2.5)
+        for _ in range(6):  # a new connection each: the scrapes land on either worker
+            scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10, headers={"connection": "close"}).text
+            assert _requests_total(scrape) == 6, scrape[:2000]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
