@@ -13,7 +13,10 @@ are no word lists here. The kind follows from the statement:
 
 A request for something now is an imperative whose statements name the specifics of that request
 (a place, a date, a name: `v.*`, `date.*`, `time.*` values): "book me a flight to London on March
-3" is a request, "always answer in French" is an instruction.
+3" is a request, "always answer in French" is an instruction. So is a need put as a question: a
+sentence that asks anywhere (or is followed by a question of its own, "Any ideas?") and whose
+values name specifics, how many included (`count.*`): "I need a room for two nights in Copenhagen,
+any ideas?" is a request; "I'm vegetarian, can you suggest a restaurant?" still states a preference.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..text.statements.model import Sentence, Statement, split_sentences
 
 MIN_QUALITY = 0.5  # the write gate: a candidate scoring less is not stored
 _ONE_OFF_FAMILIES = ("v.", "date.", "time.")  # values that name the specifics of one request
+_REQUEST_VALUES = (*_ONE_OFF_FAMILIES, "count.")  # ... and how many: "two nights", "a table for four"
 # The user as the grammatical subject (a closed class of pronouns): statements read by the generic
 # readers (`v.*`: any typed value, any clause) are the user's only when the user is their subject.
 _SPEAKER_SUBJECT = re.compile(r"^\W*(?:i|i'm|im|i'd|i've|i'll|we|we're|we'd|we've|my|our)\b")
@@ -54,19 +58,24 @@ def candidates(text: str) -> list[Candidate]:
     for st in statements:
         by_sentence.setdefault(st.sentence, []).append(st)
     out: list[Candidate] = []
-    for sentence in split_sentences(text):
+    sentences = split_sentences(text)
+    for n, sentence in enumerate(sentences):
         found = by_sentence.get(sentence.index)
         if not found:
             continue
-        candidate = _judge(sentence, found)
+        after = sentences[n + 1] if n + 1 < len(sentences) else None
+        asks = sentence.question or (after is not None and after.question and after.index not in by_sentence)
+        candidate = _judge(sentence, found, asks)
         if candidate is not None and candidate.quality >= MIN_QUALITY:
             out.append(candidate)
     return out
 
 
-def _judge(s: Sentence, found: list[Statement]) -> Candidate | None:
+def _judge(s: Sentence, found: list[Statement], asks: bool = False) -> Candidate | None:
     if any(_dated(st) for st in found):
         return None  # tied to one occasion ("I flew to Madrid on Tuesday", "the meeting is at 3pm today")
+    if asks and any(_specific(st) for st in found):
+        return None  # a need for now, put as a question: "I need a room for two nights in Copenhagen, any ideas?"
     lasting = [st for st in found if _lasting(s, st)]
     if not lasting:
         return None
@@ -74,6 +83,12 @@ def _judge(s: Sentence, found: list[Statement]) -> Candidate | None:
     if s.imperative and not refusal and any(st.slot.startswith(_ONE_OFF_FAMILIES) for st in found):
         return None  # a request for something now, with its own specifics
     return Candidate(s.text.strip(), _kind(s, lasting), _quality(s, lasting), tuple(lasting))
+
+
+def _specific(st: Statement) -> bool:
+    """A value that names the specifics of one request (a place, a name, a time, how many), not a
+    stated preference or fact about the user."""
+    return st.kind == "value" and st.slot.startswith(_REQUEST_VALUES)
 
 
 def _dated(st: Statement) -> bool:

@@ -5,7 +5,10 @@ Per request with a user (x-ctxwarden-user, else the OpenAI `user` field; nothing
 without one, or with x-ctxwarden-memory: off):
   1. the latest user message is read for durable memories (extract.py, or the judge model with
      `extract: llm`), compared with the user's live memories (supersede.py) and stored (writer.py):
-     actions memory.write, memory.supersede, memory.ask_user;
+     actions memory.write, memory.supersede, memory.ask_user; with `strategy: ask_user` a contradicting
+     memory is answered by the proxy with a question (ask.py), and the next turn settles it
+     (memory.user_answer, memory.supersede with reason "user"); a memory the tenant's knowledge base
+     contradicts is not stored (memory.rejected; the poisoning policy's check, via Services.shared);
   2. the user's memories visible to the task are scored against that message (select.py) and the
      best go, as one `Relevant context:` block, at the start of that message (inject.py): memory.select.
 Blocks are remembered per session (session.py; carried between replicas by a shared state backend)
@@ -20,25 +23,27 @@ from typing import Any
 
 import numpy as np
 
-from ..base import BasePolicy, Exchange, Reject, Services, Verdict, run_cpu
+from ..base import BasePolicy, Exchange, Reject, Respond, Services, Verdict, run_cpu
 from ..errors import CtxwardenError
 from ..messages import content_text, last_user_index
 from ..state import SessionLRU
 from ..text.statements.match import Matcher
 from .admin import MemoryAdmin
+from .ask import parse_choice, question
 from .calibrate import Calibration, fit
 from .config import MemoryConfig
-from .extract import candidates
+from .extract import Candidate, candidates
 from .hints import HintError, Owner, owner_of
 from .index import UserIndex
 from .inject import block_text, user_message_keys
 from .llm_extract import LLMExtractError, LLMExtractor
 from .select import select
-from .session import Given, SessionState, decode, encode
+from .session import Given, OwnerBlocks, Pending, SessionState, decode, encode
 from .store import MemoryStore
-from .writer import Provenance, WriteReport, write
+from .writer import Provenance, WriteReport, settle, write
 
 log = logging.getLogger("ctxwarden.memory")
+KB_CHECK = "kb_contradiction"  # Services.shared: the poisoning policy's KB check (poisoning/kb_gate.py)
 
 
 class MemoryPolicy(BasePolicy):
@@ -86,31 +91,83 @@ class MemoryPolicy(BasePolicy):
         keys = user_message_keys(ex.messages)
         given = self.sessions.get_or_create(ex.session_key, SessionState).of(owner)
         key = keys[latest]
+        text = content_text(ex.messages[latest])
         if key not in given.written:
             given.mark_written(key)
-            await self._write(ex, owner, content_text(ex.messages[latest]), key)
+            answering = given.pending is not None and given.pending.asked != key
+            settled = answering and await self._settle(ex, owner, given, text)
+            report = None if settled else await self._write(ex, owner, text, key)
+            if report is not None and report.unsettled and self.config.strategy == "ask_user":
+                older, newer = report.unsettled[0]
+                given.pending = Pending(older.id, newer.id, older.text, newer.text, key)
+                self.services.metrics.add("ctxwarden.memory.asked", 1)
+        if given.pending is not None and given.pending.asked == key:  # asked now, or the same turn sent again
+            return Respond(question(given.pending.older_text, given.pending.newer_text), reason="memory.ask_user")
         index = await self._index(owner)
         given.drop_missing(lambda mid: index.get(mid) is not None)  # deleted since: chosen again
         if key not in given.blocks:
-            given.give(key, await self._select(ex, owner, index, content_text(ex.messages[latest]), keys))
+            given.give(key, await self._select(ex, owner, index, text, keys))
         edited = given.apply(ex.messages, keys)
         if edited is not None:
             ex.messages = edited
         return None
 
-    async def _write(self, ex: Exchange, owner: Owner, text: str, key: str) -> None:
+    async def _settle(self, ex: Exchange, owner: Owner, given: OwnerBlocks, reply: str) -> bool:
+        """Read the user's turn after an ask_user question as its answer; whether it settled it (then
+        the turn is not read for memories: it restates one of the two)."""
+        pending, given.pending = given.pending, None
+        assert pending is not None
+        choice = await run_cpu(len(reply) > 300, parse_choice, reply, pending.older_text, pending.newer_text,
+                               Matcher(self.services.embedder))
+        self.record(ex, "user_answer", choice=choice or "unclear", older=pending.older, newer=pending.newer)
+        if choice is None:
+            return False  # not an answer: both memories stay live, and the turn is read as any other
+        if choice == "both":
+            return True
+        loser, winner = (pending.newer, pending.older) if choice == "older" else (pending.older, pending.newer)
+        gone = await asyncio.to_thread(settle, self.store, owner, loser, winner)
+        if gone is not None:
+            self.record(ex, "supersede", older=loser, newer=winner, strategy="ask_user", reason="user")
+            self.services.metrics.add("ctxwarden.memory.superseded", 1, strategy="ask_user")
+        return True
+
+    async def _write(self, ex: Exchange, owner: Owner, text: str, key: str) -> WriteReport | None:
         found = candidates(text) if len(text) < 300 else await run_cpu(True, candidates, text)
         if self._llm is not None:
             try:
                 found = await self._llm.candidates(ex, text)
             except LLMExtractError as exc:
                 self.record(ex, "extract_fallback", error=str(exc)[:200])
+        found = await self._consistent_with_kb(ex, found)
         if not found:
-            return
+            return None
         origin = Provenance(ex.session_id, key.split("#", 1)[0])
         report = await asyncio.to_thread(write, self.store, owner, found, self.config.strategy, origin,
                                          Matcher(self.services.embedder))
         self._report_write(ex, report)
+        return report
+
+    async def _consistent_with_kb(self, ex: Exchange, found: list[Candidate]) -> list[Candidate]:
+        """The write gate's consistency with the knowledge base (RF-005): a memory the tenant's KB
+        contradicts is not stored (memory.rejected). The check is the poisoning policy's, found in
+        Services.shared under "kb_contradiction" (absent when that policy is off: no check)."""
+        check = self.services.shared.get(KB_CHECK)
+        if check is None or not found:
+            return found
+        kept: list[Candidate] = []
+        for candidate in found:
+            try:
+                clash = await check(ex, candidate.text)
+            except Exception as exc:  # the KB could not be read: store it, and say so
+                self.record(ex, "kb_check_failed", error=f"{type(exc).__name__}: {exc}"[:200])
+                clash = None
+            if clash is None:
+                kept.append(candidate)
+                continue
+            self.record(ex, "rejected", text=candidate.text, reason="contradicts the knowledge base",
+                        evidence=clash.get("evidence"), kind=clash.get("kind"), confidence=clash.get("confidence"))
+            self.services.metrics.add("ctxwarden.memory.rejected", 1, reason="kb")
+        return kept
 
     def _report_write(self, ex: Exchange, report: WriteReport) -> None:
         if report.written:

@@ -8,13 +8,14 @@ messages (prefix stability) and its messages are not read for memories twice.
 Inside a session, entries are per owner (user, task, scope: one session may speak for several).
 Each block keeps the ids of the memories it was built from: a block naming a memory that was
 deleted since is dropped (the next request chooses again), on this replica at once, on the others
-as soon as their copy of the user's memories is refreshed (`refresh_s`).
+as soon as their copy of the user's memories is refreshed (`refresh_s`). A question asked about two
+contradicting memories (ask_user, ask.py) waits here for the next user turn, on whichever replica.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from ..messages import Message
@@ -32,10 +33,22 @@ class Given:
     ids: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Pending:
+    """ask_user: the question put to the user about two contradicting memories, awaiting the answer."""
+
+    older: str  # the live memory's id
+    newer: str  # the contradicting memory's id
+    older_text: str
+    newer_text: str
+    asked: str  # the key of the user message that wrote the newer memory (its answer comes after it)
+
+
 @dataclass
 class OwnerBlocks:
     blocks: dict[str, Given] = field(default_factory=dict)  # user-message key → block
     written: dict[str, None] = field(default_factory=dict)  # user-message keys already read for memories
+    pending: Pending | None = None  # a question asked (ask_user), answered by the next user turn
 
     def mark_written(self, key: str) -> None:
         self.written[key] = None
@@ -84,7 +97,8 @@ def _trim(entries: dict[str, Any]) -> None:
 
 def encode(state: SessionState) -> dict[str, Any]:
     return {"owners": {name: {"blocks": {k: [g.text, list(g.ids)] for k, g in entry.blocks.items()},
-                              "written": list(entry.written)}
+                              "written": list(entry.written),
+                              **({"pending": asdict(entry.pending)} if entry.pending is not None else {})}
                        for name, entry in state.owners.items()}}
 
 
@@ -92,5 +106,7 @@ def decode(doc: dict[str, Any]) -> SessionState:
     state = SessionState()
     for name, entry in doc["owners"].items():
         blocks = {str(k): Given(str(text), tuple(str(i) for i in ids)) for k, (text, ids) in entry["blocks"].items()}
-        state.owners[str(name)] = OwnerBlocks(blocks, dict.fromkeys(str(k) for k in entry["written"]))
+        pending = entry.get("pending")  # absent in documents written before ask_user was asked
+        state.owners[str(name)] = OwnerBlocks(blocks, dict.fromkeys(str(k) for k in entry["written"]),
+                                              Pending(**{k: str(v) for k, v in pending.items()}) if pending else None)
     return state

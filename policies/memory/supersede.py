@@ -7,7 +7,8 @@ enabled. Outcomes per older memory:
 
     prefer_recent, merge   the older memory is superseded by the newer (kept as history)
     keep_existing          the newer one is stored already superseded by the older
-    ask_user               both stay live and the request is told to ask which holds (see policy)
+    ask_user               both stay live; the proxy asks the user which holds, and the answer
+                           supersedes one of them or keeps both (ask.py, policy.py)
 A new memory whose every statement repeats a live memory's is a duplicate: it merges into that one.
 """
 

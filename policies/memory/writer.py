@@ -70,3 +70,15 @@ def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: st
             store.update(replace(older, superseded_by=memory.id, reason=f"{strategy}: contradicted by a newer memory"))
             report.superseded.append((older, memory))
     return report
+
+
+def settle(store: MemoryStore, owner: Owner, loser: str, winner: str) -> Memory | None:
+    """The user chose (ask_user): `loser` is superseded by `winner`; None when either is gone or
+    no longer live (deleted or settled since the question)."""
+    index = store.index(owner.tenant, owner.user)
+    older, newer = index.get(loser), index.get(winner)
+    if older is None or newer is None or not older.live or not newer.live:
+        return None
+    gone = replace(older, superseded_by=newer.id, reason="user: chose the other memory when asked")
+    store.update(gone)
+    return gone

@@ -1,19 +1,17 @@
 """The `poisoning` policy: keep hallucinations and planted instructions out of the context.
 
-- Answers (on_response, also sentence by sentence while streaming): each claim, read as an answer
-  to the user's question, is checked against the evidence retrieved for it (assess.py) by the
-  configured checker (`checker: local | nli | llm | hybrid`, checkers/); a contradiction the
-  checker is sure of (≥ confidence_threshold) is blocked, turned into a 422, or annotated
-  (`action`); one inside `quarantine_band` is held for a human.
+- Answers (on_response, also sentence by sentence while streaming): each claim, read as an answer to the user's
+  question, is checked against the evidence retrieved for it (assess.py) by the configured checker (`checker:
+  local | nli | llm | hybrid`, checkers/); a contradiction the checker is sure of (≥ confidence_threshold) is
+  blocked, turned into a 422, or annotated (`action`); one inside `quarantine_band` is held for a human.
 - Inputs (on_request, `check_inputs`): assistant and tool messages of the incoming context are
   checked the same way, and against the flag rules (prompt injection in tool results); a bad one
   is replaced by a short note (`input_action: drop`) or the request is refused (`reject`).
   Verdicts are cached per message hash, so a growing conversation costs one check per new message.
-- Every verdict says which checker decided, in how long and (model checkers) for how many tokens:
-  metrics ctxwarden.poisoning.verdicts / checker_ms / judge_tokens, the validation note, and the
-  quarantine record.
-- Metrics: checked items, blocked and quarantined by type, the poisoning rate over `alert_window`
-  seconds (a log alert above `alert_rate`), the quarantine size. Admin API (KB, quarantine): admin.py.
+- Every verdict says which checker decided, in how long and (model checkers) for how many tokens: metrics
+  ctxwarden.poisoning.verdicts / checker_ms / judge_tokens, the validation note, and the quarantine record.
+- Metrics: checked items, blocked and quarantined by type, the poisoning rate over `alert_window` seconds (a log
+  alert above `alert_rate`), the quarantine size. Admin API: admin.py. Other policies' KB check: kb_gate.py.
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ from .findings import MARK, Finding, header_safe, short
 from .flags import FlagRules
 from .gate import releasable
 from .kb import KnowledgeBase
+from .kb_gate import share
 from .quarantine import APPROVED, REJECTED, QuarantineStore
 from .scores import Scores, accuracy, completeness, relevance
 from .stats import PoisoningStats
@@ -65,6 +64,7 @@ class PoisoningPolicy(BasePolicy):
         self._quarantine: QuarantineStore | None = None
         self._verdicts: LRU[str, Finding | None] = LRU(max(1, config.cache_size))  # per input text and KB version
         self._lock = threading.Lock()
+        share(self)  # Services.shared["kb_contradiction"]: the memory policy's write gate asks it
 
     # ------------------------------------------------------------------ stores
 
