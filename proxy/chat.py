@@ -204,8 +204,8 @@ class ChatHandler:
         budget = ex.notes.budget
         if budget is not None:
             after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after
-            self.metrics.record("ctxwarden.tokens.before", budget.tokens_before, model=ex.model)
-            self.metrics.record("ctxwarden.tokens.after", after, model=ex.model)
+            self.metrics.record("ctxwarden.request.received_tokens", budget.tokens_before, model=ex.model)
+            self.metrics.record("ctxwarden.request.forwarded_tokens", after, model=ex.model)
             span.set_attribute("ctxwarden.tokens.before", budget.tokens_before)
             span.set_attribute("ctxwarden.tokens.after", after)
         outgoing = ex.outgoing_body()

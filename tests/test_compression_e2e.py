@@ -240,7 +240,7 @@ def test_archive_and_recall_round_trip(fake, start_proxy, stream):
     assert recall_answer == {"role": "tool", "tool_call_id": recall_call["tool_calls"][0]["id"], "content": REPORT}
     metrics = httpx.get(f"{proxy.url}/metrics").text
     for name in ("ctxwarden_scratchpad_writes", "ctxwarden_scratchpad_reads", "ctxwarden_compression_triggered",
-                 "ctxwarden_compression_tokens_freed", "ctxwarden_compression_ratio", "ctxwarden_compression_duration_seconds"):
+                 "ctxwarden_compression_freed_tokens", "ctxwarden_compression_ratio", "ctxwarden_compression_duration_seconds"):
         assert name in metrics, name
 
 

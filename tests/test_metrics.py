@@ -39,7 +39,7 @@ def test_exposition_has_help_and_type_and_parses_as_prometheus_text():
 def test_milliseconds_are_recorded_as_seconds_under_the_base_unit_name():
     assert base_unit("ctxwarden.policy.duration_ms") == ("ctxwarden.policy.duration_seconds", 0.001)
     assert base_unit("ctxwarden.poisoning.checker_ms") == ("ctxwarden.poisoning.checker_seconds", 0.001)
-    assert base_unit("ctxwarden.tools.tokens_saved") == ("ctxwarden.tools.tokens_saved", 1.0)
+    assert base_unit("ctxwarden.tools.saved_tokens") == ("ctxwarden.tools.saved_tokens", 1.0)
     t = Telemetry()
     for ms in (0.2, 40.0, 2500.0):
         t.metrics.record("ctxwarden.compression.duration_ms", ms, policy="history")
@@ -56,7 +56,7 @@ def test_buckets_fit_what_a_histogram_measures():
     assert buckets_for("gen_ai.client.operation.duration") == SECONDS
     assert buckets_for("ctxwarden.validation.quality") == SHARE
     assert buckets_for("ctxwarden.budget.usage") == SHARE
-    assert max(buckets_for("ctxwarden.tokens.before")) >= 100_000  # token counts, not milliseconds
+    assert max(buckets_for("ctxwarden.request.received_tokens")) >= 100_000  # token counts, not milliseconds
     m = Metrics()
     for value in (0.12, 0.55, 0.97):
         m.record("ctxwarden.validation.quality", value)

@@ -53,7 +53,7 @@ def test_45_tools_become_at_most_max_k_and_include_the_right_one(fake, start_pro
         assert "tools.confusion" in actions and "tools.filter" in actions
     telemetry = proxy.app.state.telemetry
     assert telemetry.value("ctxwarden.tools.confusion") == len(CLEAR_QUERIES)
-    assert telemetry.value("ctxwarden.tools.tokens_saved") == len(CLEAR_QUERIES)  # one point per request
+    assert telemetry.value("ctxwarden.tools.saved_tokens") == len(CLEAR_QUERIES)  # one point per request
 
 
 def test_streamed_requests_are_filtered_too(fake, start_proxy):

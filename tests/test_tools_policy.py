@@ -181,7 +181,7 @@ async def test_metrics_report_tools_in_out_tokens_saved_and_relevance(tmp_path):
     detail = actions(ex)["filter"]
     assert metrics.values("ctxwarden.tools.in") == [45]
     assert metrics.values("ctxwarden.tools.out") == [len(ex.tools)]
-    assert metrics.values("ctxwarden.tools.tokens_saved") == [detail["tokens_saved"]]
+    assert metrics.values("ctxwarden.tools.saved_tokens") == [detail["tokens_saved"]]
     counter = TiktokenCounter()
     assert detail["tokens_before"] == counter.count_tools(all_tools(), "gpt-4o")
     assert detail["tokens_after"] == counter.count_tools(ex.tools, "gpt-4o")

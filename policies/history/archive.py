@@ -203,6 +203,6 @@ class ArchivePolicy(BasePolicy):
         metrics = self.services.metrics
         metrics.add("ctxwarden.archive.archived", len(archived), mode=ex.pressure)
         metrics.add("ctxwarden.compression.triggered", 1, policy=self.name, mode=ex.pressure)
-        metrics.record("ctxwarden.compression.tokens_freed", freed, policy=self.name)
+        metrics.record("ctxwarden.compression.freed_tokens", freed, policy=self.name)
         metrics.record("ctxwarden.compression.ratio", archived_tokens / max(1, stub_tokens), policy=self.name)
         metrics.record("ctxwarden.compression.duration_ms", (time.perf_counter() - started) * 1000, policy=self.name)

@@ -309,7 +309,7 @@ class HistoryPolicy(BasePolicy):
             ensure_recall_tool(ex, self.scratchpad, recall_recorder(self.services))
         metrics = self.services.metrics
         metrics.add("ctxwarden.compression.triggered", 1, policy=self.name, mode=last.reason)
-        metrics.record("ctxwarden.compression.tokens_freed", max(0, before - after), policy=self.name)
+        metrics.record("ctxwarden.compression.freed_tokens", max(0, before - after), policy=self.name)
         metrics.record("ctxwarden.compression.ratio", before / max(1, after), policy=self.name)
         metrics.record("ctxwarden.compression.duration_ms", (time.perf_counter() - started) * 1000, policy=self.name)
 

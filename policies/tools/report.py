@@ -35,7 +35,7 @@ def report_selection(policy: BasePolicy, ex: Exchange, tools: list[Tool], s: Sel
         policy.record(ex, "list_changed", reason=c.reason, added=list(c.added), removed=list(c.removed))
         metrics.add("ctxwarden.tools.list_changes", 1, model=ex.model, reason=c.reason)
     metrics.record("ctxwarden.tools.out", len(s.kept), model=ex.model)
-    metrics.record("ctxwarden.tools.tokens_saved", before - after, model=ex.model)
+    metrics.record("ctxwarden.tools.saved_tokens", before - after, model=ex.model)
     if s.k is not None:
         metrics.record("ctxwarden.tools.k", s.k, model=ex.model)
         for score in s.relevance.values():
