@@ -7,63 +7,36 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ctxwarden.proxy.local_server import free_port  # noqa: E402
+from ctxwarden.proxy.processes import Process, http_ready  # noqa: E402
+
+LOGS = Path(tempfile.mkdtemp(prefix="ctxw-bench-logs-"))  # each child's output, to read when one fails
 
 
-def wait_ready(url: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
-
-
-class Process:
-    def __init__(self, args: list[str], ready_url: str, env: dict | None = None) -> None:
-        self.proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})},
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_ready(ready_url)
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+def launch(args: list[str], port: int, ready_path: str, env: dict | None = None, timeout_s: float = 60) -> Process:
+    """Start `args` as a child listening on `port`; return once GET <port><ready_path> answers 200."""
+    return Process(args, port, LOGS / f"{Path(args[0]).name}-{port}.log", env).start(http_ready(ready_path), timeout_s)
 
 
 def start_fake() -> tuple[Process, str]:
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    return Process([sys.executable, "-m", "ctxwarden.proxy.fake_upstream", "--port", str(port)], f"{url}/v1/models"), url
+    fake = launch([sys.executable, "-m", "ctxwarden.proxy.fake_upstream", "--port", str(port)], port, "/v1/models")
+    return fake, fake.url
 
 
 def start_floor(script: str, upstream_url: str) -> tuple[Process, str]:
     """One of the pass-through floors in bench/floors/ (the same stack as ctxwarden, or aiohttp)."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    return Process([sys.executable, str(ROOT / "bench" / "floors" / script), "--upstream", f"{upstream_url}/v1",
-                    "--port", str(port)], f"{url}/healthz"), url
+    floor = launch([sys.executable, str(ROOT / "bench" / "floors" / script), "--upstream", f"{upstream_url}/v1",
+                    "--port", str(port)], port, "/healthz")
+    return floor, floor.url
 
 
 def litellm_command() -> list[str] | None:
@@ -90,8 +63,8 @@ def start_litellm(upstream_url: str) -> tuple[Process, str] | None:
         "litellm_settings": {"telemetry": False},
         "general_settings": {"dangerously_permit_weak_or_unset_master_key": True}}))
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
-    proc = Process([*command, "--config", str(path), "--port", str(port), "--num_workers", "1"],
-                   f"http://127.0.0.1:{port}/health/liveliness", env=env)
+    proc = launch([*command, "--config", str(path), "--port", str(port), "--num_workers", "1"], port,
+                  "/health/liveliness", env=env)
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -103,9 +76,8 @@ def start_proxy(upstream_url: str, config: dict, workers: int = 1) -> tuple[Proc
     path = Path(store) / "bench.yaml"
     path.write_text(yaml.safe_dump(merged))
     # As in the Docker image: two malloc arenas keep RSS close to the live heap with worker threads.
-    proc = Process([sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "error",
-                    "--workers", str(workers)],
-                   f"http://127.0.0.1:{port}/healthz", env={"MALLOC_ARENA_MAX": "2"})
+    proc = launch([sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "error",
+                   "--workers", str(workers)], port, "/healthz", env={"MALLOC_ARENA_MAX": "2"})
     return proc, f"http://127.0.0.1:{port}"
 
 

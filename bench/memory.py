@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,10 +23,10 @@ from pathlib import Path
 
 import httpx
 import yaml
-from _harness import ROOT, start_fake, wait_ready
+from _harness import launch, start_fake
 
 from ctxwarden.proxy.local_server import free_port
-from ctxwarden.proxy.processes import start_chroma
+from ctxwarden.proxy.processes import Process, rss_mb, start_chroma
 
 ADMIN_KEY = "bench-memory-admin-key"
 TENANTS, SESSIONS, KB_TENANTS = 50, 5000, 10
@@ -48,26 +46,15 @@ def serve(config_path: str, port: int) -> None:
         time.sleep(3600)
 
 
-def start_proxy(upstream: str, store: str, max_items: int, chroma_url: str | None = None) -> tuple[subprocess.Popen, str]:
+def start_proxy(upstream: str, store: str, max_items: int, chroma_url: str | None = None) -> Process:
     port = free_port()
     config = {"upstream": {"base_url": f"{upstream}/v1", "api_key_env": None, "retries": 0},
               "storage": {"path": store, "chroma_url": chroma_url}, "models": {"bench-small": {"context_window": 8000}},
               "policies": {"archive": {"max_items": max_items}}}
     path = Path(store) / "bench-memory.yaml"
     path.write_text(yaml.safe_dump(config))
-    env = {**os.environ, "CTXWARDEN_ADMIN_KEY": ADMIN_KEY, "MALLOC_ARENA_MAX": "2"}  # as the Docker image
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(path), str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    wait_ready(f"{url}/healthz", timeout_s=120)
-    return proc, url
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    env = {"CTXWARDEN_ADMIN_KEY": ADMIN_KEY, "MALLOC_ARENA_MAX": "2"}  # as the Docker image
+    return launch([sys.executable, __file__, "--serve", str(path), str(port)], port, "/healthz", env, timeout_s=120)
 
 
 def disk_mb(path: str) -> float:
@@ -168,14 +155,14 @@ def main() -> None:
     store = tempfile.mkdtemp(prefix="ctxw-bench-memory-")
     fake, fake_url = start_fake()
     chroma = start_chroma(Path(store)) if args.chroma_server else None
-    proxy, url = start_proxy(fake_url, store, args.archive_max_items, chroma.url if chroma else None)
-    print(f"proxy pid {proxy.pid}, store {store}; {args.requests} requests, {TENANTS} tenants, "
+    proxy = start_proxy(fake_url, store, args.archive_max_items, chroma.url if chroma else None)
+    url = proxy.url
+    print(f"proxy pid {proxy.proc.pid}, store {store}; {args.requests} requests, {TENANTS} tenants, "
           f"{SESSIONS} sessions per tenant, archive.max_items {args.archive_max_items}", flush=True)
     try:
-        asyncio.run(drive(url, fake_url, proxy.pid, store, args.requests, args.every, args.concurrency))
+        asyncio.run(drive(url, fake_url, proxy.proc.pid, store, args.requests, args.every, args.concurrency))
     finally:
-        proxy.terminate()
-        proxy.wait(timeout=20)
+        proxy.stop()
         fake.stop()
         if chroma:
             chroma.stop()

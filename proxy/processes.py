@@ -37,6 +37,10 @@ class Process:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def rss_mb(self) -> float:
+        """The child's resident memory now (Linux), in MB."""
+        return rss_mb(self.proc.pid) if self.proc is not None else float("nan")
+
     def start(self, ready: Callable[["Process"], bool], timeout_s: float = DEFAULT_TIMEOUT_S) -> "Process":
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT,
@@ -72,8 +76,16 @@ def _safely(check: Callable[[Process], bool], process: Process) -> bool:
         return False
 
 
-def _http_ok(path: str) -> Callable[[Process], bool]:
+def http_ready(path: str) -> Callable[[Process], bool]:
+    """Ready when GET <the process's URL><path> answers 200."""
     return lambda p: httpx.get(p.url + path, timeout=1.0).status_code == 200
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def redis_command() -> str | None:
@@ -96,7 +108,7 @@ def start_chroma(workdir: Path, port: int | None = None) -> Process:
     port = port or free_port()
     chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
     args = [chroma, "run", "--path", str(workdir / f"chroma-{port}"), "--host", "127.0.0.1", "--port", str(port)]
-    return Process(args, port, workdir / f"chroma-{port}.log").start(_http_ok("/api/v2/heartbeat"))
+    return Process(args, port, workdir / f"chroma-{port}.log").start(http_ready("/api/v2/heartbeat"))
 
 
 def start_replica(workdir: Path, config: dict[str, Any], port: int | None = None,
@@ -106,4 +118,4 @@ def start_replica(workdir: Path, config: dict[str, Any], port: int | None = None
     path = workdir / f"replica-{port}.yaml"
     path.write_text(yaml.safe_dump({**config, "server": {**config.get("server", {}), "host": "127.0.0.1", "port": port}}))
     args = [sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "warning"]
-    return Process(args, port, workdir / f"replica-{port}.log", env).start(_http_ok("/healthz"))
+    return Process(args, port, workdir / f"replica-{port}.log", env).start(http_ready("/healthz"))
