@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ctxwarden.proxy.local_server import free_port  # noqa: E402
-from ctxwarden.proxy.processes import Process, http_ready  # noqa: E402
+from ctxwarden.proxy.processes import Process, http_ready, start_replica  # noqa: E402
 
 LOGS = Path(tempfile.mkdtemp(prefix="ctxw-bench-logs-"))  # each child's output, to read when one fails
 
@@ -69,16 +69,11 @@ def start_litellm(upstream_url: str) -> tuple[Process, str] | None:
 
 
 def start_proxy(upstream_url: str, config: dict, workers: int = 1) -> tuple[Process, str]:
-    port = free_port()
     store = tempfile.mkdtemp(prefix="ctxw-bench-")
-    merged = {"server": {"port": port}, "upstream": {"base_url": f"{upstream_url}/v1", "api_key_env": None},
-              "storage": {"path": store}, **config}
-    path = Path(store) / "bench.yaml"
-    path.write_text(yaml.safe_dump(merged))
+    merged = {"upstream": {"base_url": f"{upstream_url}/v1", "api_key_env": None}, "storage": {"path": store}, **config}
     # As in the Docker image: two malloc arenas keep RSS close to the live heap with worker threads.
-    proc = launch([sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "error",
-                   "--workers", str(workers)], port, "/healthz", env={"MALLOC_ARENA_MAX": "2"})
-    return proc, f"http://127.0.0.1:{port}"
+    proc = start_replica(Path(store), merged, env={"MALLOC_ARENA_MAX": "2"}, workers=workers, log_level="error")
+    return proc, proc.url
 
 
 def pct(values: list[float], q: float) -> float:

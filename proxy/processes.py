@@ -111,11 +111,12 @@ def start_chroma(workdir: Path, port: int | None = None) -> Process:
     return Process(args, port, workdir / f"chroma-{port}.log").start(http_ready("/api/v2/heartbeat"))
 
 
-def start_replica(workdir: Path, config: dict[str, Any], port: int | None = None,
-                  env: dict[str, str] | None = None) -> Process:
+def start_replica(workdir: Path, config: dict[str, Any], port: int | None = None, env: dict[str, str] | None = None,
+                  workers: int = 1, log_level: str = "warning") -> Process:
     """`ctxwarden serve --config <config as YAML>` on its own port; ready when /healthz answers."""
     port = port or free_port()
     path = workdir / f"replica-{port}.yaml"
     path.write_text(yaml.safe_dump({**config, "server": {**config.get("server", {}), "host": "127.0.0.1", "port": port}}))
-    args = [sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", "warning"]
+    args = [sys.executable, "-m", "ctxwarden.proxy.cli", "serve", "--config", str(path), "--log-level", log_level,
+            "--workers", str(workers)]
     return Process(args, port, workdir / f"replica-{port}.log", env).start(http_ready("/healthz"))
