@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+import contextlib
+from typing import Any, Awaitable, Callable, Iterator
 
 import pytest
 from starlette.applications import Starlette
@@ -22,13 +23,22 @@ def policies_off(*except_: str) -> dict[str, Any]:
     return {name: {"enabled": name in except_} for name in ALL_POLICIES}
 
 
-@pytest.fixture
-def fake() -> FakeUpstream:
+@contextlib.contextmanager
+def running_fake() -> Iterator[FakeUpstream]:
+    """A fake upstream under uvicorn on 127.0.0.1 (its address in `.url`), stopped on exit."""
     upstream = FakeUpstream()
     server = LocalServer(upstream.app()).start()
     upstream.url = server.url  # type: ignore[attr-defined]
-    yield upstream
-    server.stop()
+    try:
+        yield upstream
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeUpstream]:
+    with running_fake() as upstream:
+        yield upstream
 
 
 @pytest.fixture

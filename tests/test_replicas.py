@@ -11,10 +11,8 @@ import httpx
 import pytest
 
 from ctxwarden.policies.history.scratchpad import archive_ref
-from ctxwarden.proxy.fake_upstream import FakeUpstream
-from ctxwarden.proxy.local_server import LocalServer
 from ctxwarden.proxy.processes import redis_command, start_chroma, start_redis, start_replica
-from tests.conftest import openai_client, policies_off
+from tests.conftest import openai_client, policies_off, running_fake
 from tests.test_compression_e2e import REPORT, archived_conversation, window_for
 from tests.test_loops_detect import A, B, convo
 from tests.test_loops_e2e import TOOLS
@@ -36,11 +34,8 @@ def replica_policies() -> dict:
 
 @pytest.fixture(scope="module")
 def fake():
-    upstream = FakeUpstream()
-    server = LocalServer(upstream.app()).start()
-    upstream.url = server.url  # type: ignore[attr-defined]
-    yield upstream
-    server.stop()
+    with running_fake() as upstream:  # one for the module: the replicas are started once
+        yield upstream
 
 
 @pytest.fixture(scope="module")
