@@ -132,12 +132,14 @@ class MemoryPolicy(BasePolicy):
         return True
 
     async def _write(self, ex: Exchange, owner: Owner, text: str, key: str) -> WriteReport | None:
-        found = candidates(text) if len(text) < 300 else await run_cpu(True, candidates, text)
+        found = None
         if self._llm is not None:
             try:
                 found = await self._llm.candidates(ex, text)
-            except LLMExtractError as exc:
+            except LLMExtractError as exc:  # the local reading stands in
                 self.record(ex, "extract_fallback", error=str(exc)[:200])
+        if found is None:
+            found = await run_cpu(len(text) >= 300, candidates, text)
         found = await self._consistent_with_kb(ex, found)
         if not found:
             return None
