@@ -10,6 +10,7 @@ from ctxwarden.policies.clash.detect import (
     CONTRADICTORY_PREFERENCES,
     DUPLICATE_FACTS,
     OUTDATED_INFORMATION,
+    AgentTurns,
     Located,
     local_clashes,
 )
@@ -167,3 +168,70 @@ def test_an_explicit_correction_is_reported_as_one():
     assert c.correction and (c.older.st.value, c.newer.st.value) == ("09:30", "10:30")
     (plain,) = contradictions("The standup is at 9:30am.", "The standup is at 10:30am now.")
     assert not plain.correction
+
+
+# ----------------------------------------------------------------------------- values read by different rules, categorical values
+
+
+def clashes_in_conversation(messages: list[dict]):
+    """The local detector on a whole conversation (assistant turns included), without embeddings."""
+    found = [Located(i, -1, f"{stable_hash(m['content'])}#{i}", st)
+             for i, m in enumerate(messages) if m["role"] == "user" for st in extract(m["content"])]
+    return [c for c in local_clashes(found, agent=AgentTurns(messages)) if not c.duplicate]
+
+
+@pytest.mark.parametrize(("older", "newer"), [
+    # a count read by a count rule and a bare number said about the same event
+    ("We're expecting about 80 attendees at the gala.", "Attendance at the gala is up to 120 now."),
+    # a budget read by the amount rule and an amount read on its own
+    ("The maximum spend on the offsite is 9,000 euros.", "Let's cap the offsite at 12,000 euros."),
+    # durations in years and binary data units
+    ("The lease should run for three years.", "Make the lease term four years."),
+    ("Give the cache container 256Mi of memory.", "The cache container needs 1Gi of memory."),
+    # categorical values: a format, a colour, a spice level, a meeting mode, a frequency
+    ("Send the weekly digest as a PDF.", "Actually, send the weekly digest as HTML."),
+    ("Paint the fence in dark green.", "I changed my mind, paint the fence white."),
+    ("Make the chili extra hot.", "Keep the chili mild after all."),
+    ("Book my next dental check-up in person.", "Book the dental check-up as a video appointment instead."),
+    ("Back up the photos weekly.", "Back up the photos every day."),
+    # a polarity said with a verb
+    ("Turn on two-factor login for the admin accounts.", "Two-factor login for the admin accounts should be switched off."),
+    # a date with a year, corrected in the past tense
+    ("The company was founded on 2 March 2011.", "Sorry, my mistake: the company was founded on 2 March 2012."),
+    # a correction that names the value it takes back
+    ("Buy 3 gallons of the primer.", "oops, 3 litres not 3 gallons"),
+    # the clause before a mention of someone else is still the user's
+    ("Book a table for 3.", "It'll be 4 of us, my cousin is coming."),
+])
+def test_one_thing_said_two_ways_by_different_rules_clashes(older, newer):
+    assert contradictions(older, newer), (older, newer)
+
+
+@pytest.mark.parametrize("turns", [
+    ("The green plan costs $20 a month.", "The gold plan costs $45 a month."),  # colours that say which plan
+    ("Our support client repo is pinned to Node 18.", "The billing service repo runs on Node 20."),  # two repos
+    ("Export the invoices as CSV.", "Also export the invoices as JSON."),  # one more format
+    ("I want to visit Porto.", "I'd also like to see Braga."),
+    ("Keep the summaries brief.", "Short summaries, please."),  # one length said twice
+])
+def test_scopes_additions_and_restatements_of_categorical_values_do_not_clash(turns):
+    assert contradictions(*turns) == []
+
+
+def test_a_value_the_agent_already_used_is_a_step_when_the_user_asks_for_another():
+    messages = [
+        {"role": "user", "content": "Check availability for the 2pm slot."},
+        {"role": "assistant", "content": "The 2pm slot is taken."},
+        {"role": "user", "content": "How about 4pm instead?"},
+    ]
+    assert clashes_in_conversation(messages) == []
+    # the same change with no run in between is a change of mind
+    messages[1] = {"role": "assistant", "content": "Noted."}
+    assert clashes_in_conversation(messages)
+    # and a stated preference the agent merely repeated back still holds until changed
+    preference = [
+        {"role": "user", "content": "I prefer the 2pm slot."},
+        {"role": "assistant", "content": "Great, 2pm it is."},
+        {"role": "user", "content": "Actually, make it 4pm."},
+    ]
+    assert clashes_in_conversation(preference)

@@ -56,8 +56,11 @@ def test_only_the_lasting_sentence_of_a_turn_is_kept():
     assert [c.text for c in found] == ["I never eat pork."]
 
 
-@pytest.mark.xfail(reason="the extractor misses refusals said as a bare imperative or lower-case slang", strict=False)
-@pytest.mark.parametrize("text", ["Avoid long layovers.", "honestly i cant stand loud bars"])
+@pytest.mark.parametrize("text", [
+    "Avoid long layovers.",
+    pytest.param("honestly i cant stand loud bars",
+                 marks=pytest.mark.xfail(reason="the extractor misses refusals said in lower-case slang", strict=True)),
+])
 def test_refusals_in_other_phrasings(text):
     assert candidates(text)
 

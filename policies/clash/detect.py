@@ -9,11 +9,13 @@ the same `Clash` records, so resolution does not care which detector found a cla
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..cache import stable_hash
-from ..text.statements.compare import compatible, conflicts, duplicates, family
+from ..messages import Message
+from ..text.statements.compare import compatible, conflicts, duplicates, family, value_type
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from .relate import diet_excludes, polarity_flip, replaced
@@ -139,29 +141,57 @@ def _domain_of(slot: str) -> str:
     return slot.split(".", 1)[1].split("@", 1)[0].split(">", 1)[0]
 
 
-def local_clashes(found: Iterable[Located], matcher: Matcher | None = None) -> list[Clash]:
+class AgentTurns:
+    """What the agent said and did between two user messages (assistant text, tool calls, tool
+    results), read lazily: most conversations have no conflict to check against it."""
+
+    def __init__(self, messages: Sequence[Message] = ()) -> None:
+        self.messages = messages
+        self._text: dict[int, str] = {}
+
+    def text(self, i: int) -> str:
+        if i not in self._text:
+            m = self.messages[i]
+            self._text[i] = json.dumps([m.get("content"), m.get("tool_calls")], ensure_ascii=False).lower() \
+                if m.get("role") in ("assistant", "tool", "function") else ""
+        return self._text[i]
+
+    def acted_on(self, older: Located, newer: Located) -> bool:
+        """Whether the agent used the older value before the newer one was said: then the newer is
+        the next run of a step ("Search flights on Friday" … "Nothing on Friday" … "How about
+        Saturday?"), not a contradiction. Only a request the agent runs has runs; a stated preference
+        ("I'm looking for budget hotels") holds until changed, and a correction is a correction."""
+        literal = older.st.display.lower().strip()
+        if not older.st.request or newer.st.correction or len(literal) < 2:
+            return False
+        return any(literal in self.text(i) for i in range(older.message + 1, min(newer.message, len(self.messages))))
+
+
+def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agent: AgentTurns | None = None) -> list[Clash]:
     """Every contradicting pair (older, newer) per slot, and the nearest duplicate of each statement."""
     matcher = matcher or Matcher()
+    agent = agent or AgentTurns()
     matcher.prepare(loc.st for loc in found)
     ordered = inherit_qualifiers(sorted(found, key=lambda l: l.order))
     by_slot: dict[str, list[Located]] = {}
     for loc in ordered:
-        by_slot.setdefault(family(loc.st.slot), []).append(loc)
+        by_slot.setdefault(value_type(loc.st.slot), []).append(loc)
     clashes: list[Clash] = []
     for items in by_slot.values():
         for j, newer in enumerate(items):
             duplicate_seen = False
             for older in reversed(items[:j]):
                 if conflicts(older.st, newer.st, matcher):
-                    clashes.append(make_clash(older, newer))
+                    if not agent.acted_on(older, newer):
+                        clashes.append(make_clash(older, newer))
                 elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st, matcher):
                     clashes.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
                     duplicate_seen = True
-    clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes})
+    clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes}, agent)
     return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))
 
 
-def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[int, int]]) -> list[Clash]:
+def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[int, int]], agent: AgentTurns) -> list[Clash]:
     """Clashes across slots (relate.py): polarity flips on one object, values said to replace an
     earlier one, meal choices a diet excludes; only between messages. A pair is looked at only
     when one of the relations can hold (refusals and replacements are few), so the cost stays
@@ -171,7 +201,8 @@ def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[i
     diets: list[int] = []
     for j, newer in enumerate(ordered):
         b = newer.st
-        target = replaced(b, [loc.st for loc in ordered[:j] if loc.message != newer.message], matcher) if b.replaces else None
+        target = replaced(b, [loc.st for loc in ordered[:j] if loc.message != newer.message], matcher) \
+            if b.replaces or b.correction else None
         pool = set(range(j)) if b.negated else set(refusals)
         pool |= set(diets) if b.slot.startswith(("diet", "meal")) else set()
         for i in sorted(pool):
@@ -184,7 +215,8 @@ def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[i
                 taken.add((id(older), id(newer)))
         if target is not None:
             older = next(loc for loc in ordered[:j] if loc.st is target)
-            if (id(older), id(newer)) not in taken and (target.slot == "v.act" or not compatible(family(b.slot), target.value, b.value)):
+            if (id(older), id(newer)) not in taken and not agent.acted_on(older, newer) \
+                    and (target.slot == "v.act" or not compatible(family(b.slot), target.value, b.value)):
                 out.append(make_clash(older, newer))
                 taken.add((id(older), id(newer)))
         if b.negated:

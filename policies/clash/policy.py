@@ -28,7 +28,7 @@ from ..state import SessionLRU
 from ..text.statements.extract import extract
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
-from .detect import Clash, Located, local_clashes, text_keys
+from .detect import AgentTurns, Clash, Located, local_clashes, text_keys
 from .edit import apply_losses
 from .judge import Judge, JudgeError
 from .question import Texts
@@ -126,18 +126,19 @@ class ClashPolicy(BasePolicy):
                 log.warning("clash judge failed (%s); request %s uses the local detector", exc, ex.request_id)
                 self.services.metrics.add("ctxwarden.clash.judge_failures", 1, model=self.config.judge_model)
                 self.record(ex, "judge_failed", error=str(exc)[:200], fallback="local")
+        agent = AgentTurns(ex.messages)
         if self.services.embedder is None:
-            return local_clashes(found)
+            return local_clashes(found, agent=agent)
         # subjects with no word in common are matched by embeddings, as in find_clashes; off the loop
         # (a pair of statements or two on the event loop: a thread hop would cost more than they do)
-        return await run_cpu(len(found) > INLINE_STATEMENTS, local_clashes, found, Matcher(self.services.embedder))
+        return await run_cpu(len(found) > INLINE_STATEMENTS, local_clashes, found, Matcher(self.services.embedder), agent)
 
     def find_clashes(self, messages: list[Message]) -> list[Clash]:
         """The local detector on a conversation, synchronously (benches, tests): no memory, no edits."""
         texts = user_texts(messages)
         keys = text_keys(texts)
         found = [Located(m, p, keys[(m, p)], st) for (m, p), text in sorted(texts.items()) for st in extract(text)]
-        return local_clashes(found, Matcher(self.services.embedder))
+        return local_clashes(found, Matcher(self.services.embedder), AgentTurns(messages))
 
     # ------------------------------------------------------------------ reporting
 

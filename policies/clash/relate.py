@@ -9,9 +9,10 @@ by different rules. Three relations pair them:
   "Output the report as a CSV file" / "a JSON file rather than CSV"; "Send me a daily summary"
   / "Stop sending the daily summary". A clause needs two shared words, a name or an opinion's
   object one: a lone shared verb is not one action.
-- a replacement: a value put "instead" of another ("rather than", "switch to", "make it")
-  whose subject matches no earlier value of its type replaces the latest earlier value of that
-  type: "Ship it to my office in Seattle" … "deliver it to my home in Tacoma instead".
+- a replacement: a value put "instead" of another ("rather than", "switch to", "make it"), or
+  given in a correction ("sorry, I was born 12 April 1989"), whose subject matches no earlier
+  value of its type replaces the latest earlier value of that type: "Ship it to my office in
+  Seattle" … "deliver it to my home in Tacoma instead".
 - a meal choice the user's own diet excludes: "I'm vegetarian" … "I'll have the steak".
 
 Statements about someone else ("my sister is vegan") never pair with the user's own, and a new
@@ -23,12 +24,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Sequence
 
+from ..text.statements.compare import same_kind, value_type
 from ..text.statements.lexicon import diet_allows
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
-from ..text.statements.subject import lemma, words
+from ..text.statements.subject import lemma, words, words_of
 
-NAMED = ("v.name", "v.id")  # typed values that name a thing: one word of them is an object
+NAMED = ("v.name", "v.id", "v.attr")  # typed values that name a thing: one word of them is an object
 
 
 def _is_like(st: Statement) -> bool:
@@ -42,8 +44,8 @@ def object_words(st: Statement) -> frozenset[str]:
         return frozenset(st.value.split())
     if _is_like(st):
         return frozenset(lemma(w) for w in st.slot.split(".", 1)[1].split())
-    if st.slot.split(":", 1)[0] in NAMED:
-        return frozenset(st.value.split())
+    if st.slot.split(":", 1)[0] in NAMED:  # the words said and the canonical value ("spicy" is "hot")
+        return frozenset(st.value.split()) | frozenset(lemma(w) for w in words_of(st.display))
     return frozenset()
 
 
@@ -88,11 +90,11 @@ def replaced(newer: Statement, earlier: Sequence[Statement], matcher: Matcher) -
     it names no subject of its own that was said before ("deliver it to Tacoma instead"), else
     the latest earlier clause said without a typed value about the same subject ("use tabs for
     indentation" … "switch to 4 spaces for indentation"); None when there is nothing to replace."""
-    if not newer.replaces or newer.negated or newer.step or not newer.slot.startswith("v."):
+    if not (newer.replaces or newer.correction) or newer.negated or newer.step or not value_type(newer.slot).startswith("v."):
         return None
     own = [st for st in earlier if not st.negated and not st.step and ("@other" in st.subject) == ("@other" in newer.subject)]
     if newer.slot != "v.act":
-        same_type = [st for st in own if st.slot == newer.slot]
+        same_type = [st for st in own if st.slot != "v.act" and same_kind(st.slot, newer.slot)]
         if any(matcher.same_subject(st, newer) for st in same_type):
             return None  # the slot comparison pairs it by subject
         if same_type:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..text.statements.compare import conflicts, duplicates, family
+from ..text.statements.compare import conflicts, duplicates, value_type
 from ..text.statements.extract import extract
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
@@ -32,10 +32,10 @@ class Comparison:
 def compare(statements: tuple[Statement, ...], live: list[Memory], matcher: Matcher | None = None) -> Comparison:
     """How the new memory's `statements` stand against the `live` memories (oldest first)."""
     matcher = matcher or Matcher()
-    families = {family(st.slot) for st in statements}
+    families = {value_type(st.slot) for st in statements}
     result = Comparison()
     for memory in live:
-        if not families & {family(slot) for slot in memory.slots}:
+        if not families & {value_type(slot) for slot in memory.slots}:
             continue  # no slot in common: nothing to compare (and nothing to re-read)
         older = extract(memory.text)
         if any(conflicts(a, b, matcher) for a in older for b in statements):

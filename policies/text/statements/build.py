@@ -43,6 +43,7 @@ def stmt(
         step=s.new_step and not s.correction,
         request=s.imperative,
         replaces=s.replaces,
+        adds=s.adds,
     )
 
 

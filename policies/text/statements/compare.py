@@ -10,6 +10,7 @@ import re
 from .lexicon import places_compatible
 from .match import Matcher
 from .model import Statement
+from .values import count_noun
 
 _COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
 
@@ -17,15 +18,22 @@ _COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
 def _date_parts(value: str) -> tuple[str, int | None, int | None, str]:
     if value.startswith("wd:"):
         return ("weekday", None, None, value)
-    m = re.fullmatch(r"(?:m(\d+))?d(\d+)", value)
+    m = re.fullmatch(r"(?:m(\d+))?d(\d+)(?:y\d+)?", value)
     if not m:
         return ("other", None, None, value)
     return ("day", int(m.group(1)) if m.group(1) else None, int(m.group(2)), value)
 
 
+def _year(value: str) -> str | None:
+    m = re.search(r"y(\d+)$", value)
+    return m.group(1) if m else None
+
+
 def _dates_compatible(a: str, b: str) -> bool:
     ka, ma, da, ra = _date_parts(a)
     kb, mb, db, rb = _date_parts(b)
+    if _year(a) and _year(b) and _year(a) != _year(b):
+        return False  # 12 April 1988 / 12 April 1989
     if ka != kb:
         return True  # "Friday" and "March 3" cannot be compared without a calendar
     if ka == "weekday":
@@ -36,7 +44,12 @@ def _dates_compatible(a: str, b: str) -> bool:
     return da == db
 
 
+_VERSIONED = re.compile(r".*\s\d+(?:\.\d+)*")
+
+
 def _names_compatible(a: str, b: str) -> bool:
+    if bool(_VERSIONED.fullmatch(a)) != bool(_VERSIONED.fullmatch(b)):
+        return True  # "Node 20" and "CI": a product at a version is no alternative to a plain name
     wa, wb = a.split(), b.split()
     shorter, longer = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
     return longer[: len(shorter)] == shorter
@@ -84,9 +97,48 @@ def family(slot: str) -> str:
     return f"v.{head}" if head in ("date", "time") else slot
 
 
+_CATEGORICAL = {"answer.language": "v.attr:language", "answer.tone": "v.attr:tone", "answer.length": "v.attr:length"}
+
+
+def value_type(slot: str) -> str:
+    """What kind of value a slot holds, whichever rule read it: a budget ("amount.budget.total.max.gbp")
+    and an amount read on its own ("v.money:gbp") are both money in pounds; a count of guests and a
+    bare number ("went up to 55") are both numbers; a reply language and a language named on its own
+    ("back to English") are both languages."""
+    if slot in _CATEGORICAL:
+        return _CATEGORICAL[slot]
+    head = slot.split(".", 1)[0]
+    if head == "amount":
+        return "v.money:" + slot.split("@", 1)[0].rsplit(".", 1)[-1]
+    if head == "count" or slot.startswith("v.count:") or slot == "v.num":
+        return "v.number"
+    return family(slot)
+
+
+def _noun(slot: str) -> str | None:
+    """What a count counts, in one vocabulary for both readings ("count.people", "v.count:guest")."""
+    if slot.startswith("count."):
+        return slot[6:].split("@", 1)[0].split(">", 1)[0]
+    if slot.startswith("v.count:"):
+        noun = slot[8:]
+        return count_noun(noun + "s") or count_noun(noun) or noun
+    return None
+
+
+def same_kind(a: str, b: str) -> bool:
+    """Whether values of slots `a` and `b` are of one kind and can be compared."""
+    if a == b:
+        return True
+    if family(a) != family(b) and value_type(a) != value_type(b):
+        return False
+    na, nb = _noun(a), _noun(b)
+    return na is None or nb is None or na == nb  # "2 adults" and "1 child" count two things
+
+
 def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
-    """One slot, one subject, one scope; a value typed on its own ("v.date") needs a matching subject."""
-    if a.slot != b.slot and (family(a.slot) != family(b.slot) or not (a.slot.startswith("v.") or b.slot.startswith("v."))):
+    """One slot, one subject, one scope; a value typed on its own ("v.date") needs a matching subject,
+    and compares with any slot that holds its kind of value (value_type)."""
+    if a.slot != b.slot and not (a.slot.startswith("v.") or b.slot.startswith("v.")) or not same_kind(a.slot, b.slot):
         return False
     if (a.slot.startswith("v.") or b.slot.startswith("v.")) and not matcher.same_subject(a, b):
         return False
@@ -96,10 +148,16 @@ def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
 def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
     """Whether `b` (said after `a`) contradicts it. A new run of a step with other arguments
     ("retry with 150 euros") does not: a parameter that changes from step to step is no clash."""
-    if b.step or (a.negated and b.negated) or not about_the_same(a, b, matcher):
+    if b.step or (a.negated and b.negated):
         return False
-    if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction):
+    if b.correction and b.negated and not a.negated and a.value == b.value and value_type(a.slot) == value_type(b.slot):
+        return True  # "sorry, I meant 2 lbs, not 2 kg": the correction names the value it takes back
+    if not about_the_same(a, b, matcher):
+        return False
+    if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction or b.replaces):
         return False  # "show me page 1" … "show me page 2": successive steps, each with its argument
+    if b.adds and b.slot.startswith("v.") and not (b.changes or b.correction) and a.negated == b.negated:
+        return False  # "I also want to visit Florence": one more value of a many-valued slot, not another one
     if a.slot == "v.act":  # one action, said to be done and not done
         return a.negated != b.negated and _overlap(a.value, b.value) >= 0.5
     if a.negated != b.negated:

@@ -20,8 +20,10 @@ from .subject import subject_of
 from .typed import typed_values
 
 _NEGATION = re.compile(
-    r"\b(?:not|never|no longer|without|no)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b|\b(?:stop|quit|cease)\s+\w+ing\b"
-)  # "no type hints", "stop sending the summary": the clause's action is refused
+    r"\b(?:not|never|no longer|without|no)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b|\b(?:stop|quit|cease)\s+\w+ing\b|"
+    r"\bdisabl(?:e|ed|ing)\b|\b(?:turn|switch|shut)(?:ed|ing|s)?\s+(?:\w+\s+){0,3}?off\b"
+)  # "no type hints", "stop sending the summary", "caching should be disabled": the clause's action is refused
+_WHICH = ("name", "id", "attr")  # value types that can name the thing another value is about
 _TYPE_LABELS = {"date": "date", "time": "time", "name": "name", "id": "value"}
 
 
@@ -35,18 +37,23 @@ def _label(subject: tuple[str, ...], type_: str) -> str:
 
 def typed_statements(s: Sentence) -> Iterator[Statement]:
     values = typed_values(s.text)
-    spans = [(t.start, t.end) for t in values]
+    # other amounts in the clause are other values; a name there says what this one is about ("the NDA")
+    spans = [(t.start, t.end) for t in values if t.type.split(":", 1)[0] not in _WHICH]
     for t in values:
-        if not stated(s, t.start, addressed=False, own=False):  # whose it is goes in the subject
+        # whose it is goes in the subject; a date in the past is still a fact ("I was born 12 April 1989")
+        if not stated(s, t.start, addressed=False, own=False, past=t.type not in ("date", "time")):
             continue
         c0, c1 = s.clause(t.start)
         others = [span for span in spans if span != (t.start, t.end) and c0 <= span[0] < c1]
+        if t.type.startswith("attr:") and others:
+            continue  # "the blue team has 9 members": the amount is the value, the colour says which team
         subject = subject_of(s, t.start, t.end, others)
         yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
 
 
 _NEGATORS = {"don't", "dont", "do", "doesn't", "won't", "wont", "can't", "cannot", "never", "shouldn't", "mustn't", "isn't",
-             "aren't", "without", "no", "not", "any", "stop", "quit", "cease"}
+             "aren't", "without", "no", "not", "any", "stop", "quit", "cease", "enable", "enabled", "disable", "disabled",
+             "turn", "switch", "shut", "off"}  # the polarity, not the object
 
 
 def clause_statements(s: Sentence) -> Iterator[Statement]:

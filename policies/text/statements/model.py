@@ -43,12 +43,13 @@ class Statement:
     step: bool = False  # the value is the argument of a new run of a step ("retry with 150 euros")
     request: bool = False  # the sentence asks the agent to do something now ("show me page 2")
     replaces: bool = False  # the sentence puts its value in place of an earlier one ("... instead", "rather than ...")
+    adds: bool = False  # the sentence adds to what was said ("also", "too", "as well")
 
 
 # ----------------------------------------------------------------------------- sentences
 
 _CLAUSE = re.compile(
-    r",|;|:|—|–|\s-\s|\((?!\d)|\)|\b(?:but|and|although|though|whereas|while|so|because|since|yet|however|plus)\b", re.I
+    r"(?<!\d),|,(?!\d)|;|:|—|–|\s-\s|\((?!\d)|\)|\b(?:but|and|although|though|whereas|while|so|because|since|yet|however|plus)\b", re.I
 )
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i'd|i'll|i've|me|my|mine|myself|we|we're|we'd|we'll|we've|us|our|ours|let's)\b")
 _LEADING = (
@@ -71,7 +72,7 @@ _REQUEST_QUESTION = re.compile(
 _CHANGE = re.compile(
     r"\b(?:actually|instead|changed? (?:my|our) minds?|on second thought|scratch that|correction|i meant|i mean|"
     r"make (?:it|that)|switch(?:ed)?|change[ds]?|no longer|anymore|any more|rather|update[ds]?|now|no wait|"
-    r"wait|sorry|oops|let'?s go with|new plan|forget|cancel(?:led)?|moved|just to clarify|to clarify)\b"
+    r"wait|sorry|oops|let'?s go with|new plan|forget|cancel(?:led)?|moved|just to clarify|to clarify|back to)\b"
 )
 _CORRECTION = re.compile(
     r"\b(?:correction|to correct|correct(?:ing)? (?:that|myself|this)|i meant|i mean|sorry|oops|typo|my (?:mistake|bad)|"
@@ -85,13 +86,13 @@ _REPLACE = re.compile(
 )
 _ADDITIVE = re.compile(r"\b(?:too|also|as well|in addition|additionally|another|extra)\b")  # "a gym would be nice too" adds
 _NEW_STEP = re.compile(
-    r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next|another|try|the same (?:for|with|on)|too|"
+    r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next(?!\s+to\b)|another|try|widen|narrow|broaden|the same (?:for|with|on)|too|"
     r"as well)\b|\bthen\W*$|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
 )
 _SPEAKER_FIRST = re.compile(r"(?:i|we|my|our)\b")  # "I want a budget hotel again" states, it runs nothing
 _NEGATOR = re.compile(
     r"\b(?:not|no|never|nor|without|instead of|rather than|no longer|forget|avoid|skip|hate|dislike|"
-    r"nothing|none)\b|n't\b|\bdont\b|\bcant\b"
+    r"nothing|none|disable|(?:stop|quit|cease)\s+\w+ing)\b|n't\b|\bdont\b|\bcant\b"
 )
 _NOT_A_NEGATION = re.compile(r"\bno\b(?=[\s,!.-]*(?:i|i'm|im|we|we're|it|it's|that|actually|wait|sorry|thanks|thank|make|let's)\b)|\bno (?:more|less|later|earlier|fewer|longer|shorter|bigger|larger|smaller|higher|lower|greater) than\b|\bnot (?:more|less|later|earlier|over|above|exceed\w*)\b|\b(?:not|n't)\s+(?:sure|certain|only|just|too|very|much|bad|a problem|an issue|mind)\b|\bno\s+(?:problem|worries)\b|\bnot\s+\w+\s+but\b")
 _POST_NEGATION = re.compile(
@@ -123,19 +124,25 @@ ELLIPTICAL_WORDS = 8  # "On the return flight, an aisle seat." states a choice w
 
 
 _SUBJECT_PRONOUN = re.compile(r"(?:he|she|they)\b")
-_RELATION_SUBJECT = re.compile(rf"(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b(?!\s+and\s+(?:i|me)\b)")
+_RELATION_SUBJECT = re.compile(  # the person is the subject ("my wife prefers ..."), not a modifier ("our client repo")
+    rf"(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b(?!\s+and\s+(?:i|me)\b)"
+    rf"(?=\s*(?:$|[,.;:!?'’]|(?:and|who|is|was|are|were|has|had|have|does|doesn't|did|didn't|will|would|can|can't|should|must|"
+    rf"might|isn't|wants|prefers|likes|loves|needs|eats|hates|lives|works|says|said|thinks|gets|takes|uses|only|also|just|"
+    rf"never|always|really|too|can't|won't|doesn't)\b))")
 _RELATION_BENEFICIARY = re.compile(rf"\bfor\s+(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b|\b(?:my|our)\s+{RELATION}'s\b")
 _RELATION_VERB = re.compile(
     rf"\b(?:my|our)\s+{RELATION}(?:'s)?\s+(?:is|wants|prefers|likes|loves|needs|lives|works|eats|hates|would|'d)\b"
 )
 
 
-def _third_party(lower: str) -> bool:
-    """Whether `lower` (a sentence or a clause) is about someone other than the user."""
+def _third_party(lower: str) -> int | None:
+    """Where `lower` (a sentence or a clause) starts speaking of someone other than the user; None
+    when it does not."""
     stripped = _STRIP_LEADING.sub("", lower)
     if _SUBJECT_PRONOUN.match(stripped) or _RELATION_SUBJECT.match(stripped):
-        return True
-    return bool(_RELATION_BENEFICIARY.search(lower) or _RELATION_VERB.search(lower))
+        return 0
+    found = [m.start() for m in (_RELATION_BENEFICIARY.search(lower), _RELATION_VERB.search(lower)) if m]
+    return min(found) if found else None
 
 
 @dataclass(frozen=True)
@@ -150,11 +157,12 @@ class Sentence:
     first_person: bool
     imperative: bool
     elliptical: bool
-    third_party: bool
+    third_party_from: int | None  # where the sentence starts speaking of someone else
     changes: bool
     correction: bool  # an explicit correction of something said before
     new_step: bool  # a request to run a step again or the next one, with other arguments
     replaces: bool  # the sentence puts a value in place of an earlier one ("deliver it to Tacoma instead")
+    adds: bool  # the sentence adds to what was said ("I also want to visit Florence")
     boundaries: tuple[tuple[int, int], ...]  # clause separators (",", "but", ";", ...) as spans
 
     @property
@@ -170,9 +178,13 @@ class Sentence:
         """About someone else: the clause says so, or the sentence does and the clause has no "I"."""
         c0, c1 = self.clause(pos)
         clause = self.lower[c0:c1]
-        if _third_party(clause):
+        if _third_party(clause) is not None:
             return True
-        return self.third_party and not _FIRST_PERSON.search(clause)
+        if _IMPERATIVE.match(_STRIP_LEADING.sub("", clause.strip())):
+            return False  # "she loves spicy food, so make the curry hot": the request is the user's
+        # "My sister is vegan, no meat at all" speaks of her throughout; in "It'll be 3 adults, my
+        # brother is joining" the clause before the mention is still the user's
+        return self.third_party_from is not None and self.third_party_from < c1 and not _FIRST_PERSON.search(clause)
 
     def question_at(self, pos: int) -> bool:
         """Whether the clause at `pos` asks rather than states ("..., what should I see?" asks only at the end)."""
@@ -232,10 +244,11 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
         first_person=bool(_FIRST_PERSON.search(lower)),
         imperative=bool(_IMPERATIVE.match(stripped)),
         elliptical=len(_WORD.findall(lower)) <= ELLIPTICAL_WORDS,
-        third_party=_third_party(lower),
+        third_party_from=_third_party(lower),
         changes=bool(_CHANGE.search(lower)),
         correction=bool(_CORRECTION.search(lower)),
         new_step=bool(_NEW_STEP.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
         replaces=bool(_REPLACE.search(lower)) and not _ADDITIVE.search(lower),
+        adds=bool(_ADDITIVE.search(lower)),
         boundaries=tuple(m.span() for m in _CLAUSE.finditer(lower)),
     )

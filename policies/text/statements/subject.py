@@ -39,6 +39,10 @@ def lemma(word: str) -> str:
         return w[:-3] + "y"
     if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
         return w[:-1]
+    for ending in ("ing", "ed"):  # "signed" / "sign", "sending" / "send"; both sides are cut alike
+        if len(w) > len(ending) + 3 and w.endswith(ending):
+            stem = w[: -len(ending)]
+            return stem[:-1] if len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] not in "lsz" else stem
     return w
 
 
@@ -66,6 +70,11 @@ def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]
     while out and out[-1] == GAP:
         out.pop()
     return tuple(out)
+
+
+def words_of(text: str) -> list[str]:
+    """The words of a literal ("spicy food" → ["spicy", "food"])."""
+    return _WORD.findall(text.lower())
 
 
 def words(subject: tuple[str, ...]) -> set[str]:

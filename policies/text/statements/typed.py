@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .attributes import attributes
 from .lexicon import MONTH, MONTHS, NUMBER_WORDS, WEEKDAY
 
 
@@ -37,6 +38,8 @@ UNITS: dict[str, tuple[str, float]] = {
     **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), ("duration", 3600.0)),
     **dict.fromkeys(("day", "days"), ("duration", 86400.0)),
     **dict.fromkeys(("week", "weeks"), ("duration", 604800.0)),
+    **dict.fromkeys(("month", "months"), ("duration", 2592000.0)),  # 30 days: months compare with months
+    **dict.fromkeys(("year", "years", "yr", "yrs"), ("duration", 31536000.0)),
     **dict.fromkeys(("mm", "millimetre", "millimeter", "millimetres", "millimeters"), ("length", 0.001)),
     **dict.fromkeys(("cm", "centimetre", "centimeter", "centimetres", "centimeters"), ("length", 0.01)),
     **dict.fromkeys(("m", "metre", "meter", "metres", "meters"), ("length", 1.0)),
@@ -45,22 +48,24 @@ UNITS: dict[str, tuple[str, float]] = {
     **dict.fromkeys(("ft", "foot", "feet"), ("length", 0.3048)),
     **dict.fromkeys(("kb", "kilobytes", "kilobyte"), ("data", 1e3)), **dict.fromkeys(("mb", "megabytes", "megabyte"), ("data", 1e6)),
     **dict.fromkeys(("gb", "gigabytes", "gigabyte"), ("data", 1e9)), **dict.fromkeys(("tb", "terabytes", "terabyte"), ("data", 1e12)),
+    "ki": ("data", 1024.0), "kib": ("data", 1024.0), "mi": ("data", 1024.0 ** 2), "mib": ("data", 1024.0 ** 2),
+    "gi": ("data", 1024.0 ** 3), "gib": ("data", 1024.0 ** 3), "ti": ("data", 1024.0 ** 4), "tib": ("data", 1024.0 ** 4),
     **dict.fromkeys(("g", "gram", "grams"), ("mass", 1.0)), **dict.fromkeys(("kg", "kilo", "kilos", "kilograms"), ("mass", 1000.0)),
     **dict.fromkeys(("lb", "lbs"), ("mass", 453.592)),
     **dict.fromkeys(("%", "percent", "per cent"), ("percent", 1.0)),
     **dict.fromkeys(("px", "pixel", "pixels"), ("pixels", 1.0)),
 }
 _UNIT = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
-_QUANTITY = re.compile(rf"\b(?P<n>{_NUM}|{_WORD_NUM}|an?)(?:\s?-\s?|\s?)(?P<u>{_UNIT})(?![\w])", re.I)
+_QUANTITY = re.compile(rf"\b(?P<n>{_NUM}|{_WORD_NUM}|an?)(?:\s?-\s?|\s?|\s+(?:full|whole|extra|additional)\s+)(?P<u>{_UNIT})(?![\w])", re.I)
 _COUNT = re.compile(rf"\b(?P<n>{_NUM}|{_WORD_NUM})\s+(?P<noun>[a-z][a-z-]{{2,}}s)\b")
 _DATE = re.compile(
-    rf"\b(?P<m1>{MONTH})\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?!\s*(?::|am|pm|%|\d))|"
-    rf"\b(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTH})(?![a-z])|"
+    rf"\b(?P<m1>{MONTH})\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y1>\d{{4}})\b)?(?!\s*(?::|am|pm|%|\d))|"
+    rf"\b(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTH})(?![a-z])(?:,?\s+(?P<y2>\d{{4}})\b)?|"
     rf"\bthe\s+(?P<d3>\d{{1,2}})(?:st|nd|rd|th)\b|\b(?P<y>\d{{4}})-(?P<m4>\d{{2}})-(?P<d4>\d{{2}})\b|"
     rf"\b(?P<wd>{WEEKDAY})\b", re.I)
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)|\b(\d{1,2}):(\d{2})\b|\b(noon|midday|midnight)\b", re.I)
 _IDENT = re.compile(r"\b(?=[\w.-]*\d)(?=[\w.-]*[a-z])[a-z][\w.-]*[a-z0-9]\b|\b\d+[a-z]\b|\b\d+\.\d+(?:\.\d+)*\b", re.I)
-_NAME = re.compile(r"(?:Dr\.\s+|Mr\.\s+|Ms\.\s+|Mrs\.\s+)?[A-Z][\w'’.-]*(?:\s+(?:d'|de\s+|van\s+|von\s+)?[A-Z][\w'’-]*)*"
+_NAME = re.compile(r"(?<![\w'’.-])(?:Dr\.\s+|Mr\.\s+|Ms\.\s+|Mrs\.\s+)?[A-Z][\w'’.-]*(?:\s+(?:d'|de\s+|van\s+|von\s+)?[A-Z][\w'’-]*)*"
                    r"(?:\s+\d+(?:\.\d+)*)?")
 _NOT_NAMES = {"i", "i'm", "i'd", "i'll", "i've", "ok", "okay"} | set(MONTHS) | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
@@ -82,12 +87,16 @@ def number(raw: str) -> float | None:
 
 def typed_values(text: str) -> list[Typed]:
     """Every typed value in `text`, longest first where two overlap (a date is not also a count)."""
-    found = _money(text) + _quantities(text) + _dates(text) + _times(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
+    found = _money(text) + _quantities(text) + _dates(text) + _times(text) + _attributes(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
     out: list[Typed] = []
     for t in found:  # earlier kinds win an overlap
         if not any(t.start < o.end and o.start < t.end for o in out):
             out.append(t)
     return sorted(out, key=lambda t: t.start)
+
+
+def _attributes(text: str) -> list[Typed]:
+    return [Typed(f"attr:{dimension}", value, start, end) for dimension, value, start, end in attributes(text)]
 
 
 def _money(text: str) -> list[Typed]:
@@ -137,6 +146,8 @@ def _dates(text: str) -> list[Typed]:
             month = m.group("m1") or m.group("m2")
             day = int(m.group("d1") or m.group("d2") or m.group("d3"))
             value = f"m{MONTHS[month.lower().rstrip('.')]}d{day}" if month else f"d{day}"
+            year = m.group("y1") or m.group("y2")
+            value += f"y{year}" if year else ""
         out.append(Typed("date", value, m.start(), m.end()))
     return out
 
@@ -160,22 +171,34 @@ def _times(text: str) -> list[Typed]:
 _BARE = re.compile(rf"(?<![\w$€£¥.,-])(?P<n>{_NUM})(?![\w%-]|[.,]\d)")
 
 
+_BARE_WORD = re.compile(rf"\b(?P<n>{'|'.join(w for w in sorted(NUMBER_WORDS, key=len, reverse=True) if w != 'one')})\b(?!-)", re.I)
+
+
 def _numbers(text: str) -> list[Typed]:
-    return [Typed("num", f"{number(m.group('n')):g}", m.start(), m.end()) for m in _BARE.finditer(text)]
+    """Bare numbers, in digits or words ("serves six"); "one" is a pronoun more often than a number."""
+    found = list(_BARE.finditer(text)) + list(_BARE_WORD.finditer(text))
+    return [Typed("num", f"{number(m.group('n')):g}", m.start(), m.end()) for m in found]
 
 
 def _idents(text: str) -> list[Typed]:
     return [Typed("id", m.group(0).lower(), m.start(), m.end()) for m in _IDENT.finditer(text)]
 
 
+_DIRECTED = re.compile(r"\b(?:have|let|ask|tell|get|cc|ping|invite|assign(?:ed)?\s+\w+\s+to|by)\s+(?:the\s+|our\s+|my\s+)?$", re.I)
+
+
 def _names(text: str) -> list[Typed]:
     """Capitalised names that end their noun phrase ("under Hughes", "in Denver", "Python 3.12"); a
-    capitalised word that qualifies a noun ("the Paris office") says which thing, not what value."""
+    capitalised word that qualifies a noun ("the Paris office") says which thing, not what value,
+    unless someone is asked to act through it ("have Marcus handle it")."""
     out = []
     first = re.match(r"\W*[\w'’.-]+", text)
     for m in _NAME.finditer(text, first.end() if first else 0):  # every sentence starts with a capital
         literal = m.group(0).rstrip(".")
-        if literal.lower() in _NOT_NAMES or not _NAME_STOP.match(text, m.start() + len(literal)):
+        directed = _DIRECTED.search(text[max(0, m.start() - 24):m.start()])
+        if directed and not _NAME_STOP.match(text, m.start() + len(literal)):
+            literal = literal.split()[0]
+        if literal.lower() in _NOT_NAMES or not (directed or _NAME_STOP.match(text, m.start() + len(literal))):
             continue
         value = re.sub(r"^(?:dr|mr|ms|mrs)\.\s+", "", literal.lower())
         out.append(Typed("name", value, m.start(), m.start() + len(literal)))

@@ -82,6 +82,13 @@ _COUNT_NOUNS = {
     "room": "rooms", "nights": "nights", "night": "nights", "tickets": "tickets", "ticket": "tickets", "seats": "tickets",
     "bags": "bags", "bag": "bags", "suitcases": "bags", "suitcase": "bags", "beds": "beds", "bed": "beds", "days": "days",
 }
+
+
+def count_noun(word: str) -> str | None:
+    """The count slot's noun for a word ("guests" → "people"); None for a word no count rule reads."""
+    return _COUNT_NOUNS.get(word)
+
+
 _NOUN = "(" + "|".join(sorted(_COUNT_NOUNS, key=len, reverse=True)) + ")"
 _COUNTS = (
     re.compile(rf"\b(?<![$€£#])({NUMBER})\s+{_NOUN}\b(?!\s+(?:cancel\w*|dropped|left|can't|cannot|couldn't|won't|aren't|are not|ago|later))"),
