@@ -355,6 +355,26 @@ async def test_tools_agents_use_with_a_server_rank_up_for_that_server(tmp_path):
     assert "car__press_brake_pedal" not in names(ex.tools)  # learned per tenant
 
 
+async def test_past_server_focus_only_the_servers_in_play_join_the_list(tmp_path):
+    def server(prefix: str, thing: str) -> list[dict[str, Any]]:
+        return [tool(f"{prefix}__{n}", f"{thing.title()} control: {d} of the {thing}", []) for n, d in [
+            ("start_engine", "start the engine"), ("stop_engine", "stop the engine"), ("lock_doors", "lock the doors"),
+            ("check_fuel_level", "check the fuel level"), ("set_lights", "turn on the lights")]]
+    tools = all_tools(40) + server("car", "car") + server("boat", "boat")
+    ask = user("Start the engine of my car, then lock the doors of the car.")
+    forwarded = {}
+    for focus in (0, 2):
+        p = policy(tmp_path / str(focus), min_k=2, max_k=12, gap=1.0, sibling_boost=0.0, usage_boost=0.0,
+                   server_focus=focus, search_tool=False)
+        ex = exchange(ask, tools)
+        await p.on_request(ex)
+        forwarded[focus] = names(ex.tools)
+    assert {"car__start_engine", "car__lock_doors"} <= set(forwarded[2])
+    assert sum(not n.startswith("car__") for n in forwarded[0]) > 2  # without focus, other servers score alike
+    assert sum(not n.startswith("car__") for n in forwarded[2]) <= 1  # with it: the best two, then the car's only
+    assert {n for n in forwarded[0] if n.startswith("car__")} <= set(forwarded[2])
+
+
 async def test_find_tools_adds_what_it_finds_and_says_what_was_wrong(tmp_path):
     p = policy(tmp_path)
     tools = all_tools() + [tool("get_tide_times", "Get high and low tide times for a beach.", ["beach"])]

@@ -10,7 +10,7 @@ from ctxwarden.policies.tools.query import QueryWeights, agent_query, weighted_t
 from ctxwarden.policies.tools.ranking import LexicalDoc, LexicalIndex
 from ctxwarden.policies.tools.search import parse_query, summary
 from ctxwarden.policies.tools.selection import adaptive_relevant, called_tool_names, parse_tool_choice, request_key
-from ctxwarden.policies.tools.servers import NO_SERVER, explicit_server, server_groups, sibling_boost
+from ctxwarden.policies.tools.servers import NO_SERVER, explicit_server, focus, server_groups, sibling_boost
 from ctxwarden.policies.tools.text import describe_tool, split_identifier, stem, terms
 from tests.tools_fixtures import tool
 
@@ -150,6 +150,16 @@ def test_siblings_of_an_anchor_rank_up_by_their_own_relevance():
     assert boosted[1] == pytest.approx(0.6) and boosted[2] == 0.0 and boosted[3] == 0.5
     assert np.array_equal(sibling_boost(scores, groups, anchors=[0], boost=0), scores)
     assert np.array_equal(sibling_boost(scores, np.full(4, NO_SERVER), anchors=[0], boost=0.5), scores)
+
+
+def test_past_the_first_few_only_the_servers_in_play_are_kept():
+    groups = np.array([0, 1, 2, 0, 1, NO_SERVER, 0])
+    chosen = [0, 1, 2, 3, 4, 5, 6]  # best first
+    assert focus(chosen, groups, anchors=[], keep=2) == [0, 1, 3, 6]  # the best tool's server past the first two
+    assert focus(chosen, groups, anchors=[4], keep=2) == [0, 1, 3, 4, 6]  # and an anchor's (called or forwarded)
+    assert focus(chosen, groups, anchors=[], keep=0) == chosen  # off
+    assert focus([5, 0, 1, 2], groups, anchors=[], keep=1) == [5, 0, 1, 2]  # no server behind the best: nothing to go by
+    assert focus([], groups, anchors=[], keep=2) == []
 
 
 def test_adaptive_k_keeps_tools_within_the_gap_between_min_k_and_max_k():

@@ -41,11 +41,12 @@ class ToolsConfig(PolicyConfig):
     top_k: int | None = Field(None, ge=1)  # a fixed number of relevant tools; null → adaptive (min_k..max_k)
     min_k: int = Field(5, ge=1)
     max_k: int = Field(12, ge=1)
-    gap: float = Field(0.15, ge=0)
+    gap: float = Field(0.18, ge=0)
     min_score: float = 0.0
     always_keep: list[str] = Field(default_factory=list)
     weights: WeightsConfig = WeightsConfig()
     query: QueryConfig = QueryConfig()
+    server_focus: int = Field(3, ge=0)  # past this many relevant tools, only the servers in play; 0 = off
     sibling_boost: float = Field(0.1, ge=0)
     usage_boost: float = Field(0.3, ge=0)
     grow: bool = True  # mid-task steps may add a missing top tool (not only a new user request)

@@ -3,8 +3,9 @@
 More than `max_tools` tools confuse a model. Then the request is forwarded with the tools the
 agent's current step needs, ranked from its state (query.py: the request, the task, its latest
 call and result), as many as the scores say (`min_k`..`max_k`, or a fixed `top_k`), with the
-siblings of chosen tools ranked up (servers.py), plus the tools it must keep: the one
-`tool_choice` names, the ones the conversation already called, and `always_keep`.
+siblings of chosen tools ranked up and, past the first few, only the servers in play (servers.py),
+plus the tools it must keep: the one `tool_choice` names, the ones the conversation already
+called, and `always_keep`.
 
 The forwarded list is the session's loadout (loadout.py): append-only, so the cached prompt
 prefix survives; kept definitions are the client's own dicts. With `search_tool` the model also
@@ -33,7 +34,7 @@ from .ranking import ToolSetIndex, Weights
 from .report import report_selection
 from .search import FIND_TOOLS, FIND_TOOLS_TOOL, answer, description_of, invalid, parse_query
 from .selection import Selection, ToolChoice, adaptive_relevant, called_tool_names, parse_tool_choice, request_key
-from .servers import NO_SERVER, sibling_boost
+from .servers import NO_SERVER, focus, sibling_boost
 from .text import tool_name
 from .usage import UsageStats
 
@@ -185,6 +186,7 @@ class ToolsPolicy(BasePolicy):
         candidates[must] = -np.inf
         lo, hi = self.config.k_range()
         chosen = adaptive_relevant(candidates, lo, hi, self.config.gap, self.config.min_score)
+        chosen = focus(chosen, index.groups, must + listed, self.config.server_focus)
         top = int(np.argmax(scores)) if len(scores) else None
         best = index.names[top] if top is not None else None
         return Ranked(chosen, scores, best, parts), degraded

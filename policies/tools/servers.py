@@ -69,3 +69,15 @@ def sibling_boost(scores: np.ndarray, groups: np.ndarray, anchors: Sequence[int]
         return scores
     mask = np.isin(groups, list(anchored))
     return scores + boost * np.maximum(scores, 0) * mask
+
+
+def focus(chosen: Sequence[int], groups: np.ndarray, anchors: Sequence[int], keep: int) -> list[int]:
+    """The chosen tools (best first) past the first `keep` narrowed to the servers in play: the best
+    tool's and the anchors' (called or already forwarded). An agent's step works with one or two
+    servers; past the few best, another server's tool scoring alike is mostly noise, and on an
+    append-only list it stays for the rest of the session. A catalog with no server behind the
+    best tool is left as it is (nothing says what is in play)."""
+    if keep <= 0 or not len(chosen) or groups[chosen[0]] == NO_SERVER:
+        return list(chosen)
+    in_play = {int(groups[i]) for i in [chosen[0], *anchors] if groups[i] != NO_SERVER}
+    return [i for rank, i in enumerate(chosen) if rank < keep or int(groups[i]) in in_play]
