@@ -33,6 +33,7 @@ SECONDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20
 # The proxy's own latencies (a policy step takes 50 µs to seconds; a request up to a minute).
 LATENCY_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 SHARE = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+MAX_REMEMBERED_KEYS = 4096  # label sets remembered by Metrics._key
 SIZE = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000)
 _SHARE_NAMES = re.compile(r"usage|quality|accuracy|relevance|confidence|score|ratio|share")
 
@@ -68,6 +69,7 @@ class Metrics:
         self._bounds: dict[str, tuple[float, ...]] = {}
         self._units: dict[str, tuple[str, float]] = {}  # recorded name → (kept name, factor); see base_unit
         self._mirror = mirror
+        self._keys: dict[tuple, tuple[str, Labels]] = {}
         # Other worker processes' snapshots, under `serve --workers N` (metrics_share.py): [(pid, points)].
         self.peers: Callable[[], list[tuple[str, list[dict[str, Any]]]]] | None = None
 
@@ -75,6 +77,22 @@ class Metrics:
         """Map the values of these labels through a rule (e.g. unknown model names → "other") so no
         client can grow the number of series without bound."""
         self._bounded.update(rules)
+
+    def _key(self, name: str, attributes: dict[str, Any]) -> tuple[str, Labels]:
+        """(name, sorted labels), remembered per call's exact arguments: a request records a dozen
+        points with the same few label sets, and sorting them each time cost more than the rest."""
+        try:
+            probe: tuple | None = (name, *attributes.items())
+            key = self._keys.get(probe)
+        except TypeError:  # an unhashable label value: computed each time
+            probe, key = None, None
+        if key is None:
+            key = (name, self._labels(dict(attributes)))
+            if probe is not None:
+                if len(self._keys) >= MAX_REMEMBERED_KEYS:
+                    self._keys.clear()  # raw values (model names) may vary without bound
+                self._keys[probe] = key
+        return key
 
     def _labels(self, attributes: dict[str, Any]) -> Labels:
         if self._bounded:
@@ -84,7 +102,7 @@ class Metrics:
         return _labels(attributes)
 
     def add(self, name: str, value: float = 1, **attributes: Any) -> None:
-        key = (name, self._labels(attributes))
+        key = self._key(name, attributes)
         with self._lock:
             self._counters[key] = self._counters.get(key, 0.0) + value
         if self._mirror:
@@ -98,7 +116,7 @@ class Metrics:
         name, factor = unit
         if factor != 1.0:
             value = value * factor
-        key = (name, self._labels(attributes))
+        key = self._key(name, attributes)
         bounds = self._bounds.get(name) or self._bounds.setdefault(name, buckets_for(name))
         slot = bisect.bisect_left(bounds, value)
         with self._lock:

@@ -291,3 +291,26 @@ def _wait_for(make, timeout_s: float = 30.0):
 
 if __name__ == "__main__":
     writer(sys.argv[1], int(sys.argv[2]))
+
+
+def test_a_current_index_is_read_without_a_thread_hop(tmp_path, monkeypatch):
+    """A request's policies cost about 0.1 ms; a hop to a worker thread to read an index that no
+    change can have touched cost more than that on every request (and streamed first chunks)."""
+    import asyncio
+
+    kb = open_kb(str(tmp_path / "store"), refresh_s=60.0)
+    hops = []
+    real = asyncio.to_thread
+
+    async def counting(fn, *args):
+        hops.append(fn)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting)
+    asyncio.run(kb.refreshed())
+    assert len(hops) == 1 and kb.current  # the first load goes to a thread
+    asyncio.run(kb.refreshed())
+    assert len(hops) == 1  # current: read in place
+    kb.refresh_s = 0.0  # a look for changes is due: back to the thread
+    asyncio.run(kb.refreshed())
+    assert len(hops) == 2

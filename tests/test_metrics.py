@@ -103,3 +103,26 @@ def test_model_labels_are_bounded_to_known_models(start_proxy):
     parsed = families(httpx.get(f"{proxy.url}/metrics").text)
     models = {s.labels["model"] for s in parsed["ctxwarden_requests"].samples}
     assert models == {"gpt-4o", "my-llama", "other"}  # configured or in litellm's map; the rest folded
+
+
+def test_label_sets_are_remembered_without_mixing_series_or_growing_without_bound():
+    from ctxwarden.proxy.metrics import MAX_REMEMBERED_KEYS, Metrics
+
+    m = Metrics()
+    m.bound_labels(model=lambda v: v if v in ("gpt-4o",) else "other")
+    for _ in range(3):
+        m.record("ctxwarden.policy.duration_ms", 2.0, policy="clash", hook="on_request")
+        m.record("ctxwarden.policy.duration_ms", 4.0, hook="on_request", policy="loops")
+        m.add("ctxwarden.requests", 1, model="gpt-4o")
+        m.add("ctxwarden.requests", 1, model="my-own-llama")  # bounded to "other", even when remembered
+        m.add("ctxwarden.odd", 1, detail={"unhashable": True})  # computed each time, not remembered
+    counters = {k: v for k, v in m._counters.items()}
+    assert counters[("ctxwarden.requests", (("model", "gpt-4o"),))] == 3
+    assert counters[("ctxwarden.requests", (("model", "other"),))] == 3
+    assert counters[("ctxwarden.odd", (("detail", "{'unhashable': True}"),))] == 3
+    rows = {labels: row for (name, labels), row in m._histograms.items()}
+    assert rows[(("hook", "on_request"), ("policy", "clash"))][-1] == 3
+    assert rows[(("hook", "on_request"), ("policy", "loops"))][-1] == 3
+    for i in range(MAX_REMEMBERED_KEYS + 10):  # a client sending a new model name every time
+        m.add("ctxwarden.requests", 1, model=f"m{i}")
+    assert len(m._keys) <= MAX_REMEMBERED_KEYS

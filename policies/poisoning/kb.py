@@ -16,6 +16,7 @@ All methods are synchronous and may be slow (embedding, disk): call them via asy
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -190,11 +191,22 @@ class KnowledgeBase:
         return self._index
 
     @property
+    def current(self) -> bool:
+        """The index is loaded and no look for changes is due: reading `index` now touches no store."""
+        return (self._index is not None and self._published_now() == self._published
+                and time.monotonic() - self._checked_at < self.refresh_s)
+
+    async def refreshed(self) -> None:
+        """Load or refresh the index off the event loop, only when that may touch the store: a
+        thread hop costs more than the rest of a short request's policies."""
+        if not self.current:
+            await asyncio.to_thread(lambda: self.index)
+
+    @property
     def settled_empty(self) -> bool:
         """The loaded index is empty and no look for changes is due: a search now touches neither
         the store nor a model, so it may run on the event loop."""
-        return (self._index is not None and not len(self._index) and self._published_now() == self._published
-                and time.monotonic() - self._checked_at < self.refresh_s)
+        return self.current and not len(self._index or ())
 
     @property
     def index(self) -> EvidenceIndex:

@@ -242,8 +242,7 @@ class PoisoningPolicy(BasePolicy):
                 await self._load_kb_index(ex)
             return None
         try:
-            kb = self.kb(ex.tenant)
-            await asyncio.to_thread(lambda: kb.index)  # load or refresh before reading kb.version
+            await self.kb(ex.tenant).refreshed()  # load or refresh before reading kb.version
         except Exception as exc:
             self._failed(ex, exc, "input", store=True)
             return None
@@ -273,10 +272,10 @@ class PoisoningPolicy(BasePolicy):
 
     async def _load_kb_index(self, ex: Exchange) -> None:
         try:
-            kb = self.kb(ex.tenant)
-            await asyncio.to_thread(lambda: kb.index)
+            await self.kb(ex.tenant).refreshed()
         except Exception as exc:  # sentences are held; each is then judged (and reported) on its own
             self._failed(ex, exc, "stream", store=True)
+
 
     async def _input_findings(self, ex: Exchange, todo: list[tuple[int, str, str]]) -> dict[int, Finding]:
         """Findings per message index; cached per (tenant, KB version, role, text). The caller has
