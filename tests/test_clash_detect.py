@@ -235,3 +235,19 @@ def test_a_value_the_agent_already_used_is_a_step_when_the_user_asks_for_another
         {"role": "user", "content": "Actually, make it 4pm."},
     ]
     assert clashes_in_conversation(preference)
+
+
+@pytest.mark.parametrize("turns", [
+    ("Write a function that parses the CSV file.", "Write unit tests for the function."),
+    ("Add a login page.", "Add a logout button to the login page."),
+    ("Refactor the payment module.", "Rename the payment module's main class to Billing."),
+    ("Summarize the report.", "Translate the summary of the report into German."),
+    ("Open the config file.", "Change the port in the config file to 8080."),
+    ("Search for flights to Lisbon.", "Sort the flights by price."),
+    ("Draft an email to the landlord about the leak.", "Make the email to the landlord shorter."),
+    ("Deploy the service to staging.", "Deploy the service to production."),
+])
+def test_successive_instructions_on_one_object_are_steps_not_clashes(turns):
+    """An agent's user builds on the same object turn after turn; cutting the earlier instruction
+    (prefer_recent) would lose what the work is about."""
+    assert contradictions(*turns) == []
