@@ -1,6 +1,7 @@
 """Memory under a long, varied load: does the proxy's RSS level off, and its store stay bounded?
 
     python bench/memory.py [--requests 20000] [--every 2000] [--concurrency 8] [--archive-max-items 20]
+                           [--chroma-server] [--max-open-indexes N] [--arenas 2] [--trace DIR [--trace-frames N]] [--trim]
 
 The proxy (the real app, every default policy on, run by LocalServer in a child process) sits in
 front of the fake upstream (FakeUpstream, another child). This process sends varied requests:
@@ -9,13 +10,19 @@ results with fresh content of 100-1,200 words, half of them on a model with an 8
 pressure: history summaries, archived tool results in the scratchpad), a tenth streamed. Every
 `--every` requests it prints the proxy's RSS and the size of its store on disk. archive.max_items
 is lowered (default 20 a tenant) so the retention cap is reached within the run.
+
+`--trace DIR` has the proxy write, at every line, what holds its memory (bench/memory_probe.py:
+glibc heap figures, each live LRU's entries and estimated bytes, and with `--trace-frames N` a
+tracemalloc snapshot to diff). `--trim` asks it to malloc_trim(0) at the end and prints RSS after.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -41,19 +48,28 @@ def serve(config_path: str, port: int) -> None:
     from ctxwarden.proxy.config import load_settings
     from ctxwarden.proxy.local_server import LocalServer
 
+    if os.environ.get("CTXW_BENCH_TRACE"):
+        from memory_probe import install
+
+        install(os.environ["CTXW_BENCH_TRACE"], int(os.environ.get("CTXW_BENCH_TRACE_FRAMES", "0")))
     LocalServer(create_app(load_settings(config_path)), port=port, log_level="error").start()
     while True:
         time.sleep(3600)
 
 
-def start_proxy(upstream: str, store: str, max_items: int, chroma_url: str | None = None) -> Process:
+def start_proxy(upstream: str, store: str, max_items: int, chroma_url: str | None = None,
+                trace: dict | None = None, arenas: int = 2, max_open_indexes: int | None = None) -> Process:
     port = free_port()
     config = {"upstream": {"base_url": f"{upstream}/v1", "api_key_env": None, "retries": 0},
-              "storage": {"path": store, "chroma_url": chroma_url}, "models": {"bench-small": {"context_window": 8000}},
+              "storage": {"path": store, "chroma_url": chroma_url,
+                          **({"max_open_indexes": max_open_indexes} if max_open_indexes else {})},
+              "models": {"bench-small": {"context_window": 8000}},
               "policies": {"archive": {"max_items": max_items}}}
     path = Path(store) / "bench-memory.yaml"
     path.write_text(yaml.safe_dump(config))
-    env = {"CTXWARDEN_ADMIN_KEY": ADMIN_KEY, "MALLOC_ARENA_MAX": "2"}  # as the Docker image
+    env = {"CTXWARDEN_ADMIN_KEY": ADMIN_KEY, **(trace or {})}
+    if arenas:
+        env["MALLOC_ARENA_MAX"] = str(arenas)  # 2, as the Docker image
     return launch([sys.executable, __file__, "--serve", str(path), str(port)], port, "/healthz", env, timeout_s=120)
 
 
@@ -108,7 +124,8 @@ async def load_kbs(client: httpx.AsyncClient, url: str) -> None:
         r.raise_for_status()
 
 
-async def drive(url: str, fake: str, pid: int, store: str, n: int, every: int, concurrency: int) -> None:
+async def drive(url: str, fake: str, pid: int, store: str, n: int, every: int, concurrency: int,
+                probe: bool = False) -> None:
     rng = random.Random(2024)
     catalog = tools_catalog(rng)
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -119,6 +136,8 @@ async def drive(url: str, fake: str, pid: int, store: str, n: int, every: int, c
         await load_kbs(client, url)
         print(f"{'requests':>8} {'rss_mb':>8} {'store_mb':>9} {'req/s':>7} {'errors':>6}", flush=True)
         print(f"{0:>8} {rss_mb(pid):>8.1f} {disk_mb(store):>9.1f} {'-':>7} {0:>6}", flush=True)
+        if probe:
+            os.kill(pid, signal.SIGUSR1)
 
         async def worker() -> None:
             nonlocal done, failed
@@ -135,6 +154,8 @@ async def drive(url: str, fake: str, pid: int, store: str, n: int, every: int, c
                 if done % every == 0:
                     count, rate = done, done / (time.monotonic() - started)
                     print(f"{count:>8} {rss_mb(pid):>8.1f} {disk_mb(store):>9.1f} {rate:>7.1f} {failed:>6}", flush=True)
+                    if probe:
+                        os.kill(pid, signal.SIGUSR1)
                     await client.post(f"{fake}/_reset")  # the fake records every request: keep it small
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -151,16 +172,32 @@ def main() -> None:
     parser.add_argument("--archive-max-items", type=int, default=20)
     parser.add_argument("--chroma-server", action="store_true",
                         help="documents in a Chroma server (`chroma run`, storage.chroma_url) instead of embedded")
+    parser.add_argument("--trace", metavar="DIR", help="the proxy writes what holds its memory to DIR at every line")
+    parser.add_argument("--trace-frames", type=int, default=0, help="with --trace: tracemalloc with N frames")
+    parser.add_argument("--max-open-indexes", type=int, help="storage.max_open_indexes (embedded Chroma)")
+    parser.add_argument("--arenas", type=int, default=2, help="MALLOC_ARENA_MAX for the proxy (0: glibc's default)")
+    parser.add_argument("--trim", action="store_true", help="at the end, malloc_trim(0) in the proxy; print RSS after")
     args = parser.parse_args()
+    trace = {"CTXW_BENCH_TRACE": args.trace, "CTXW_BENCH_TRACE_FRAMES": str(args.trace_frames)} if args.trace else {}
+    if args.trim and not args.trace:
+        trace = {"CTXW_BENCH_TRACE": tempfile.mkdtemp(prefix="ctxw-bench-trace-")}
     store = tempfile.mkdtemp(prefix="ctxw-bench-memory-")
     fake, fake_url = start_fake()
     chroma = start_chroma(Path(store)) if args.chroma_server else None
-    proxy = start_proxy(fake_url, store, args.archive_max_items, chroma.url if chroma else None)
+    proxy = start_proxy(fake_url, store, args.archive_max_items, chroma.url if chroma else None, trace,
+                        args.arenas, args.max_open_indexes)
     url = proxy.url
     print(f"proxy pid {proxy.proc.pid}, store {store}; {args.requests} requests, {TENANTS} tenants, "
           f"{SESSIONS} sessions per tenant, archive.max_items {args.archive_max_items}", flush=True)
     try:
-        asyncio.run(drive(url, fake_url, proxy.proc.pid, store, args.requests, args.every, args.concurrency))
+        asyncio.run(drive(url, fake_url, proxy.proc.pid, store, args.requests, args.every, args.concurrency,
+                          bool(args.trace)))
+        if args.trim:
+            time.sleep(5)  # let the last probe finish
+            before = rss_mb(proxy.proc.pid)
+            os.kill(proxy.proc.pid, signal.SIGUSR2)
+            time.sleep(2)
+            print(f"malloc_trim(0): rss {before:.1f} -> {rss_mb(proxy.proc.pid):.1f} MB", flush=True)
     finally:
         proxy.stop()
         fake.stop()

@@ -54,3 +54,28 @@ def test_summary_blocks_are_bounded_by_their_text():
     for i in range(50):
         cache.put(SummaryBlock(f"k{i}", 4, "summary " * 250, "extractive", 100))  # ~2 KB each
     assert len(cache) <= 5 and cache.get("k49") is not None and cache.get("k0") is None
+
+
+def test_archive_search_caches_are_bounded_by_bytes():
+    from ctxwarden.policies.history.archive_search import ArchiveSearch
+
+    search = ArchiveSearch(max_texts=1000, max_indexes=1000, max_bytes=2_000_000)
+    texts = {f"r{i}": " ".join(f"order{i}x{k} pallet{k}" for k in range(5000)) for i in range(10)}  # ~150 KB each
+    for ref, text in texts.items():
+        assert search.search({ref: text}, f"order{ref[1:]}x7")  # a chunking and an index each
+    assert search._chunked.bytes <= 2_000_000 and len(search._chunked) < 10
+    assert search._indexes.bytes <= 2_000_000 and len(search._indexes) < 10
+    assert search.search({"r9": texts["r9"]}, "order9x7")  # still answers from what is kept
+
+
+def test_prefix_watch_is_bounded_by_bytes():
+    from types import SimpleNamespace
+
+    from ctxwarden.proxy.prefix_watch import PrefixWatch
+
+    watch = PrefixWatch(max_sessions=10_000, max_bytes=1_000_000)
+    messages = [{"role": "user", "content": f"message {k}"} for k in range(1000)]  # ~110 KB of hashes
+    for i in range(20):
+        assert watch.observe(SimpleNamespace(session_key=("t", f"s{i}")), {"messages": messages}) == "new"
+    assert watch._last.bytes <= 1_000_000 and len(watch._last) < 20
+    assert watch.observe(SimpleNamespace(session_key=("t", "s19")), {"messages": messages}) == "extends"

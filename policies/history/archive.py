@@ -64,6 +64,11 @@ def _text_only(message: Message) -> bool:
     return all(isinstance(p, dict) and p.get("type") == "text" for p in content)
 
 
+def _known_size(ref: str, known: _Known) -> int:
+    """An entry's bytes, about: the object, its ref, stub and gist (measured ~3.5 KB in bench/memory.py)."""
+    return 400 + len(ref) + len(known.stub) + len(known.gist)
+
+
 class ArchivePolicy(BasePolicy):
     name = "archive"
     Config = ArchiveConfig
@@ -72,7 +77,7 @@ class ArchivePolicy(BasePolicy):
         super().__init__(config, services)
         self.scratchpad = shared_scratchpad(services, config.memory_entries, config.retention_days * 86_400,
                                             config.max_items)
-        self._known: LRU[str, _Known] = LRU(20_000)  # token counts of archived results, by ref
+        self._known: LRU[str, _Known] = LRU(20_000, max_bytes=32 * 2**20, sizeof=_known_size)  # by ref
         self._record_recall = recall_recorder(services)
 
     async def on_request(self, ex: Exchange) -> Verdict | None:

@@ -41,8 +41,16 @@ BY_DATES, BY_WORDS = "dates", "words"
 MEASURE = frozenset("more most less least fewer fewest".split())
 
 
-@lru_cache(maxsize=4096)
+CACHED_QUESTION_CHARS = 2000  # longer questions are read each time, not kept (4,096 of 50 KB: 200 MB)
+
+
 def options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
+    """The names the question joins with `joiner` (see `_options`); cached for questions of up to
+    CACHED_QUESTION_CHARS characters."""
+    return _cached_options(question, joiner) if len(question) <= CACHED_QUESTION_CHARS else _options(question, joiner)
+
+
+def _options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
     """The names the question joins with `joiner` ("A or B", "A, B, or C"). The last option of
     a choice runs to the question's end ("... or First for Women?": a title with small words)."""
     names = [s for s in slots(question) if s.kind == "name"]
@@ -64,6 +72,9 @@ def options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
     if joiner == "or" and len(tail.split()) <= MAX_OPTION_WORDS:
         joined[-1] = Slot("name", tail, last.start, last.start + len(tail), name_key(tail))
     return tuple(joined)
+
+
+_cached_options = lru_cache(maxsize=4096)(_options)
 
 
 def _in_predicate(question: str, name: Slot) -> bool:

@@ -1,0 +1,191 @@
+"""Opt-in probes inside bench/memory.py's proxy child (`--trace DIR`): what holds the memory.
+
+On SIGUSR1 the child writes DIR/probe-<n>.txt: RSS, glibc's heap figures (mallinfo2), every live
+`LRU` (entries, bytes it counts, a deep size of a sample of its values), and — when tracemalloc
+runs — a snapshot DIR/snap-<n>.pickle to diff (`python bench/memory_probe.py DIR/snap-1.pickle
+DIR/snap-3.pickle`). On SIGUSR2 it calls malloc_trim(0) and notes RSS before and after. Bench
+only: nothing here is imported by the proxy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import gc
+import signal
+import sys
+import threading
+import tracemalloc
+import types
+from pathlib import Path
+
+_state = {"n": 0}
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL("libc.so.6")
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def mallinfo() -> str:
+    try:
+        fn = _libc().mallinfo2
+    except (OSError, AttributeError):
+        return "mallinfo2: n/a"
+    fn.restype = _MallInfo2
+    m = fn()
+    return (f"malloc: arena {m.arena / 2**20:.1f} MB, mmapped {m.hblkhd / 2**20:.1f} MB, in use "
+            f"{m.uordblks / 2**20:.1f} MB, free in heap {m.fordblks / 2**20:.1f} MB")
+
+
+_SHARED = ("ctxwarden.proxy.", "chromadb", "wordllama", "tiktoken", "threading", "concurrent", "asyncio", "logging")
+
+
+def _shared(o: object) -> bool:
+    """Services every entry points at (store, embedder, locks, executors): not an entry's own bytes."""
+    return isinstance(o, (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType)) \
+        or type(o).__module__.startswith(_SHARED)
+
+
+def deep_size(obj: object, seen: set[int], limit: int = 500_000) -> int:
+    """Bytes reachable from `obj` (sys.getsizeof over a walk of containers and __dict__/__slots__)."""
+    total, stack = 0, [obj]
+    while stack and len(seen) < limit:
+        o = stack.pop()
+        if id(o) in seen or _shared(o):
+            continue
+        seen.add(id(o))
+        nbytes = getattr(o, "nbytes", None) if type(o).__module__ == "numpy" else None
+        total += sys.getsizeof(o) + (nbytes if isinstance(nbytes, int) and getattr(o, "base", None) is None else 0)
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend(o)
+        else:
+            if hasattr(o, "__dict__"):
+                stack.append(vars(o))
+            for slot in getattr(type(o), "__slots__", ()):
+                if hasattr(o, slot):
+                    stack.append(getattr(o, slot))
+    return total
+
+
+def lru_report() -> list[str]:
+    """Every live LRU, grouped by owner and value type: entries, estimated bytes, bytes counted."""
+    from ctxwarden.policies.cache import LRU
+
+    groups: dict[tuple[str, str], list[float]] = {}
+    for obj in gc.get_objects():
+        if not isinstance(obj, LRU) or len(obj) == 0:
+            continue
+        items = obj.items()
+        sample = items[-200:]
+        seen: set[int] = set()
+        size = sum(deep_size(k, seen) + deep_size(v, seen) for k, v in sample)
+        g = groups.setdefault((_owner(obj), type(sample[-1][1]).__name__), [0, 0, 0, 0, 0, 0])
+        g[0] += 1
+        g[1] += len(items)
+        g[2] += obj.max_entries
+        g[3] += size / len(sample) * len(items)
+        g[4] += obj.bytes
+        g[5] += obj.max_bytes or 0
+    rows = sorted(groups.items(), key=lambda kv: -kv[1][3])
+    out = []
+    for (owner, kind), (lrus, n, cap, est, b, mb) in rows:
+        full = est / max(n, 1) * cap if not mb else min(mb * est / max(b, 1), est / max(n, 1) * cap)
+        out.append(f"{est / 2**20:8.1f} MB est ({full / 2**20:7.1f} at cap)  {n:>7}/{cap:<7} entries  ({lrus} LRUs)  "
+                   f"counted {b / 2**20:6.1f}/{mb / 2**20:6.1f} MB  {est / max(n, 1) / 1024:7.2f} KB/entry  {kind}  {owner}")
+    return out
+
+
+def _owner(lru: object) -> str:
+    for ref in gc.get_referrers(lru):
+        if isinstance(ref, types.FrameType):
+            continue
+        attrs = getattr(ref, "__dict__", None) if not isinstance(ref, dict) else None
+        if isinstance(attrs, dict):  # 3.11+: an instance with inline attributes refers to the LRU itself
+            attr = next((k for k, v in attrs.items() if v is lru), "?")
+            return f"{type(ref).__module__}.{type(ref).__name__}.{attr}"
+        if isinstance(ref, dict):
+            attr = next((k for k, v in ref.items() if v is lru), "?")
+            holder = next((h for h in gc.get_referrers(ref) if getattr(h, "__dict__", None) is ref), None)
+            where = f"{type(holder).__module__}.{type(holder).__name__}" if holder is not None else ref.get("__name__", "dict")
+            return f"{where}.{attr}"
+    return "?"
+
+
+def lru_cache_report() -> list[str]:
+    rows = []
+    for obj in gc.get_objects():
+        if isinstance(obj, functools._lru_cache_wrapper):
+            ci = obj.cache_info()
+            if ci.currsize:
+                rows.append(f"  functools {ci.currsize:>7}/{ci.maxsize}  {getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}")
+    return rows
+
+
+def probe(directory: Path) -> None:
+    try:
+        _probe(directory)
+    except Exception:  # a probe must never stop the server
+        import traceback
+
+        (directory / "errors.txt").open("a").write(traceback.format_exc())
+
+
+def _probe(directory: Path) -> None:
+    _state["n"] += 1
+    n = _state["n"]
+    lines = [f"rss {rss_mb():.1f} MB", mallinfo(), f"threads {threading.active_count()}",
+             f"gc objects {len(gc.get_objects())}"]
+    if tracemalloc.is_tracing():
+        current, peak = tracemalloc.get_traced_memory()
+        lines.append(f"tracemalloc: current {current / 2**20:.1f} MB, peak {peak / 2**20:.1f} MB")
+        tracemalloc.take_snapshot().dump(str(directory / f"snap-{n}.pickle"))
+    lines += ["LRUs (largest first):", *lru_report(), "functools.lru_cache:", *lru_cache_report()]
+    (directory / f"probe-{n}.txt").write_text("\n".join(lines) + "\n")
+
+
+def trim(directory: Path) -> None:
+    before = rss_mb()
+    _libc().malloc_trim(0)
+    with open(directory / "trim.txt", "a") as out:
+        out.write(f"malloc_trim: rss {before:.1f} -> {rss_mb():.1f} MB\n")
+
+
+def install(directory: str, frames: int = 0) -> None:
+    """In the proxy child: start tracemalloc (`frames` > 0) and answer SIGUSR1/SIGUSR2 on a thread."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    if frames:
+        tracemalloc.start(frames)
+    signal.signal(signal.SIGUSR1, lambda *_: probe(path))  # the main thread only sleeps: run here
+    signal.signal(signal.SIGUSR2, lambda *_: trim(path))
+
+
+def diff(before: str, after: str, top: int = 40) -> None:
+    old, new = tracemalloc.Snapshot.load(before), tracemalloc.Snapshot.load(after)
+    for key in ("filename", "traceback"):
+        print(f"== top growth by {key}")
+        for stat in new.compare_to(old, key)[:top if key == "filename" else 15]:
+            print(stat)
+            if key == "traceback":
+                for line in stat.traceback.format()[-12:]:
+                    print("     ", line)
+
+
+if __name__ == "__main__":
+    diff(sys.argv[1], sys.argv[2])
