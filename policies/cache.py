@@ -3,6 +3,7 @@ and the stable hash that names cache entries and stored ids."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -139,3 +140,23 @@ class LRU(Generic[K, V]):
         if self.on_evict is not None:
             for key, value in evicted:
                 self.on_evict(key, value)
+
+
+def cache_short(maxsize: int, max_chars: int) -> Callable[[Callable[..., V]], Callable[..., V]]:
+    """`functools.lru_cache` for the calls whose text arguments add up to at most `max_chars`
+    characters; a longer call (a file written whole as arguments, a base64 blob read as one word)
+    is computed each time and not kept: `maxsize` entries of megabytes each would hold gigabytes."""
+
+    def wrap(fn: Callable[..., V]) -> Callable[..., V]:
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> V:
+            size = sum(len(a) for a in (*args, *kwargs.values()) if isinstance(a, str))
+            return cached(*args, **kwargs) if size <= max_chars else fn(*args, **kwargs)
+
+        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+        return call
+
+    return wrap

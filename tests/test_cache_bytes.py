@@ -79,3 +79,37 @@ def test_prefix_watch_is_bounded_by_bytes():
         assert watch.observe(SimpleNamespace(session_key=("t", f"s{i}")), {"messages": messages}) == "new"
     assert watch._last.bytes <= 1_000_000 and len(watch._last) < 20
     assert watch.observe(SimpleNamespace(session_key=("t", "s19")), {"messages": messages}) == "extends"
+
+
+def test_long_arguments_are_computed_each_time_and_never_kept():
+    from ctxwarden.policies.cache import cache_short
+    from ctxwarden.policies.loops.detect import call_key
+
+    calls = []
+
+    @cache_short(maxsize=100, max_chars=10)
+    def upper(text: str, suffix: str = "") -> str:
+        calls.append(text)
+        return text.upper() + suffix
+
+    assert upper("abc") == upper("abc") == "ABC" and calls == ["abc"]  # short: cached
+    blob = "x" * 50
+    assert upper(blob) == upper(blob) == blob.upper() and calls.count(blob) == 2  # long: computed twice
+    assert upper("abc", suffix="y" * 20) == "ABC" + "y" * 20 and upper.cache_info().currsize == 1
+    call_key.cache_clear()
+    big = '{"path": "a.py", "content": "' + "print(1)\\n" * 2000 + '"}'  # a file written whole
+    assert call_key("write_file", big) == call_key("write_file", big)  # same identity, not cached
+    assert call_key.cache_info().currsize == 0
+
+
+def test_a_tool_sets_term_postings_are_bounded_by_bytes():
+    from ctxwarden.policies.tools.ranking import LexicalDoc, LexicalIndex
+
+    docs = [LexicalDoc({f"term{j}": 1 for j in range(i, i + 100)}, 100) for i in range(2000)]
+    index = LexicalIndex(docs)
+    for j in range(0, 2050, 2):
+        index.scores([f"term{j}"])  # each posting: ~100 tools × 16 bytes
+    assert index._postings.bytes <= LexicalIndex.MAX_POSTING_BYTES
+    assert len(index._postings) < 1025  # some were evicted to stay under it
+    fresh = LexicalIndex(docs)
+    assert (fresh.scores(["term10"]) == index.scores(["term10"])).all()  # an evicted term scores the same

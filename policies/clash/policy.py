@@ -37,6 +37,7 @@ from .state import SessionState, decode, encode
 
 log = logging.getLogger("ctxwarden.clash")
 
+STATEMENT_CACHE_BYTES = 32 * 2**20
 INLINE_STATEMENTS = 3  # statements compared on the event loop; more go to a worker thread
 OFFLOAD_CHARS = 300  # uncached user text above this is extracted in a worker thread (~4 µs a char: ≈1 ms)
 
@@ -75,7 +76,8 @@ class ClashPolicy(BasePolicy):
         self.memory: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s, encode=encode, decode=decode)
         self.session_states = self.memory  # carried between replicas by a shared state backend
         self.judge = Judge(config.judge_model, services, config.judge_timeout_s) if config.judge_model else None
-        self._statements: LRU[str, tuple[Statement, ...]] = LRU(max(1, config.cache_size))  # per text hash
+        self._statements: LRU[str, tuple[Statement, ...]] = LRU(  # per text hash; ~1 KB a statement
+            max(1, config.cache_size), max_bytes=STATEMENT_CACHE_BYTES, sizeof=lambda _, found: 200 + 1024 * len(found))
         self.stats: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ request

@@ -12,8 +12,9 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Callable
+
+from ..cache import cache_short
 
 Count = Callable[[str], int]
 
@@ -127,7 +128,7 @@ def tokens(text: str) -> list[str]:
     return words + [piece for word in words if not word.isalnum() for piece in _pieces(word)]
 
 
-@lru_cache(maxsize=65536)
+@cache_short(maxsize=65536, max_chars=64)  # a long token (a base64 blob) is not kept
 def _pieces(word: str) -> tuple[str, ...]:
     pieces = [s for s in _SEGMENT.split(word) if s] + [p for p in _PART.split(word) if p]
     return tuple(p for p in dict.fromkeys(pieces) if p != word)

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Sequence
 
-from ..cache import stable_hash
+from ..cache import cache_short, stable_hash
 from ..messages import Message, content_text, last_user_index
 
 LABEL_MAX = 80  # characters of a call's label in messages and logs
@@ -80,29 +79,19 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-CACHED_ARGUMENT_CHARS = 4096  # longer arguments (a file written whole) are read each time, not kept
-
-
+@cache_short(maxsize=8192, max_chars=4096)  # at most 8,192 × ~8 KB (key and value): 64 MB
 def call_key(name: str, arguments: str) -> str:
     """A call's identity: arguments parsed as JSON, keys sorted, whitespace in strings collapsed.
 
-    Arguments that are not JSON are compared as text with whitespace collapsed. Cached for short
-    arguments only: 8,192 keys of 100 KB arguments each (and their canonical forms) would hold 1.6 GB.
+    Arguments that are not JSON are compared as text with whitespace collapsed. Long arguments
+    (a file written whole) are read each time, not cached.
     """
-    return _call_key(name, arguments) if len(arguments) <= CACHED_ARGUMENT_CHARS else _read_call_key(name, arguments)
-
-
-def _read_call_key(name: str, arguments: str) -> str:
     try:
         parsed = _canonical(json.loads(arguments)) if arguments.strip() else {}
         canon = json.dumps(parsed, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     except (ValueError, RecursionError):
         canon = _collapse(arguments)
     return f"{name}({canon})"
-
-
-_call_key = lru_cache(maxsize=8192)(_read_call_key)  # ≤ 8,192 × ~8 KB (key and value) = 64 MB
-call_key.cache_clear = _call_key.cache_clear  # type: ignore[attr-defined]  # as before (bench/loops.py)
 
 
 def call_label(name: str, arguments: str) -> str:

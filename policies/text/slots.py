@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
+from ..cache import cache_short
 from .sentences import abbreviation_at
 from .words import FUNCTION_WORDS, NEGATORS, content_words, fold, negated, stem, words  # noqa: F401 (the slot readers' words)
 
@@ -296,7 +296,7 @@ def _inflected(word: str) -> bool:
     return word.lower().endswith(("ed", "ing", "ly"))
 
 
-@lru_cache(maxsize=65536)
+@cache_short(maxsize=65536, max_chars=200)  # a long token (a base64 blob) is not kept
 def name_key(phrase: str) -> tuple[str, ...]:
     """The folded words of a name that identify it (connectors and function words dropped)."""
     return tuple(w for w in re.findall(r"\w+", fold(phrase)) if w not in _CONNECTORS and w not in FUNCTION_WORDS)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+
+from ..cache import cache_short
 
 FUNCTION_WORDS = frozenset("""
 a an the and or but nor so yet of in on at to for from by with without about into onto over under
@@ -44,12 +45,12 @@ def content_words(text: str) -> set[str]:
     return {_key(w) for w in words(text) if w and w not in FUNCTION_WORDS and not w.isdigit()}
 
 
-@lru_cache(maxsize=65536)
+@cache_short(maxsize=65536, max_chars=64)  # a long token (a base64 blob) is not kept
 def _key(word: str) -> str:
     return stem(fold(word))
 
 
-@lru_cache(maxsize=65536)
+@cache_short(maxsize=65536, max_chars=64)  # a long token (a base64 blob) is not kept
 def stem(word: str) -> str:
     for suffix in ("ies", "es", "s", "ing", "ed", "ly"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:

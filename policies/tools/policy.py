@@ -70,6 +70,7 @@ class ToolsPolicy(BasePolicy):
     name = "tools"
     Config = ToolsConfig
     MAX_TOOL_SETS = 256  # ToolSetIndex objects kept (one per distinct tool set, tenant and embedder)
+    MAX_TOOL_SET_BYTES = 256 * 2**20  # …and their bytes (500 tools with vectors: ~2.5 MB with their postings)
     MAX_QUERY_VECTORS = 4096  # query texts embedded (the task's text repeats on every step)
 
     def __init__(self, config: ToolsConfig, services: Services) -> None:
@@ -81,7 +82,8 @@ class ToolsPolicy(BasePolicy):
         self.loadouts = Loadouts(config.max_sessions, config.session_ttl_s)
         self.session_states = self.loadouts.states  # carried between replicas by a shared state backend
         self.usage = UsageStats()
-        self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS)
+        self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS, max_bytes=self.MAX_TOOL_SET_BYTES,
+                                                                 sizeof=lambda _, index: index.nbytes)
         self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(self.MAX_QUERY_VECTORS)
 
     async def on_request(self, ex: Exchange) -> Verdict | None:

@@ -50,19 +50,25 @@ class LexicalDoc:
         return cls(dict(counts), sum(counts.values()))
 
 
+def _posting_size(term: str, posting: tuple[np.ndarray, np.ndarray] | None) -> int:
+    return 100 + len(term) + (posting[0].nbytes + posting[1].nbytes if posting is not None else 0)
+
+
 class LexicalIndex:
     """BM25 over one tool set, IDF from that set. A term's postings are built the first time a
     query uses it (a scan of the set's term dicts) and kept: queries share most of their terms."""
 
     MAX_QUERY_TERMS = 64
     MAX_CACHED_TERMS = 20_000
+    MAX_POSTING_BYTES = 2**20  # per tool set: a term's posting is 16 bytes a tool that uses it
 
     def __init__(self, docs: Sequence[LexicalDoc]) -> None:
         self.docs = list(docs)
         total = sum(d.length for d in self.docs)
         avg = total / len(self.docs) if total else 1.0
         self.norms = [BM25_K1 * (1 - BM25_B + BM25_B * d.length / avg) for d in self.docs]
-        self._postings: LRU[str, tuple[np.ndarray, np.ndarray] | None] = LRU(self.MAX_CACHED_TERMS)
+        self._postings: LRU[str, tuple[np.ndarray, np.ndarray] | None] = LRU(
+            self.MAX_CACHED_TERMS, max_bytes=self.MAX_POSTING_BYTES, sizeof=_posting_size)
 
     def scores(self, query_terms: Sequence[str] | Mapping[str, float]) -> np.ndarray:
         """BM25 of every tool; with a mapping, each term's contribution is scaled by its weight."""
@@ -127,6 +133,12 @@ class ToolSetIndex:
     @property
     def has_vectors(self) -> bool:
         return self.documents is not None
+
+    @property
+    def nbytes(self) -> int:
+        """About: the vectors, ~2 KB a tool (its name, term counts, facts) and the postings' bound."""
+        arrays = sum(a.nbytes for a in (self.documents, self.segments) if a is not None)
+        return arrays + 2048 * len(self.names) + LexicalIndex.MAX_POSTING_BYTES
 
     def relevance(self, query_vector: np.ndarray | None, query_terms: Sequence[str] | Mapping[str, float],
                   weights: Weights) -> np.ndarray:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
+
+from ..cache import cache_short
 
 Tool = dict[str, Any]
 
@@ -99,7 +100,7 @@ def _enum_values(schema: Any, depth: int = 0) -> list[str]:
     return out[:MAX_ENUM_VALUES]
 
 
-@lru_cache(maxsize=100_000)
+@cache_short(maxsize=100_000, max_chars=64)  # a long token (a base64 blob) is not kept
 def stem(term: str) -> str:
     """A light English suffix stripper: 'flights'/'flight', 'bookings'/'booking'/'book',
     'planning'/'plan', 'images'/'image' end up the same. Not Porter; enough for tool matching."""

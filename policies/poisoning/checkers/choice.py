@@ -18,9 +18,9 @@ temporal order and of yes/no particles.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Sequence
 
+from ...cache import cache_short
 from ...text.slots import Slot, agree, content_words, fold, name_key
 from .base import Evidence
 from .readings import sentences_of
@@ -41,16 +41,8 @@ BY_DATES, BY_WORDS = "dates", "words"
 MEASURE = frozenset("more most less least fewer fewest".split())
 
 
-CACHED_QUESTION_CHARS = 2000  # longer questions are read each time, not kept (4,096 of 50 KB: 200 MB)
-
-
+@cache_short(maxsize=4096, max_chars=2000)  # a long question is read each time, not kept
 def options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
-    """The names the question joins with `joiner` (see `_options`); cached for questions of up to
-    CACHED_QUESTION_CHARS characters."""
-    return _cached_options(question, joiner) if len(question) <= CACHED_QUESTION_CHARS else _options(question, joiner)
-
-
-def _options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
     """The names the question joins with `joiner` ("A or B", "A, B, or C"). The last option of
     a choice runs to the question's end ("... or First for Women?": a title with small words)."""
     names = [s for s in slots(question) if s.kind == "name"]
@@ -73,8 +65,6 @@ def _options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
         joined[-1] = Slot("name", tail, last.start, last.start + len(tail), name_key(tail))
     return tuple(joined)
 
-
-_cached_options = lru_cache(maxsize=4096)(_options)
 
 
 def _in_predicate(question: str, name: Slot) -> bool:

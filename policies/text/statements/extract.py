@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
+from ...cache import cache_short
 from .generic import clause_statements, typed_statements
 from .model import Statement, split_sentences
 from .rules import RULES
 
 
-@lru_cache(maxsize=8192)
+@cache_short(maxsize=8192, max_chars=4000)  # a long message is read each time (the clash policy keeps its own)
 def extract(text: str) -> tuple[Statement, ...]:
     """Every statement in `text` (cached per text: messages are re-sent every turn)."""
     out: list[Statement] = []
