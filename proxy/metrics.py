@@ -130,7 +130,7 @@ class Metrics:
             self._mirror("histogram", name, value, dict(key[1]))
 
     def gauge(self, name: str, value: float, **attributes: Any) -> None:
-        key = (name, self._labels(attributes))
+        key = self._key(name, attributes)
         with self._lock:
             self._gauges[key] = value
         if self._mirror:

@@ -251,3 +251,16 @@ def test_successive_instructions_on_one_object_are_steps_not_clashes(turns):
     """An agent's user builds on the same object turn after turn; cutting the earlier instruction
     (prefer_recent) would lose what the work is about."""
     assert contradictions(*turns) == []
+
+
+def test_what_the_agent_did_is_its_text_and_its_calls_not_the_message_envelope():
+    messages = [
+        {"role": "user", "content": "Check the 2pm slot."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking."}],
+         "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "find_slot", "arguments": '{"at": "2PM"}'}}]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "taken"},
+    ]
+    agent = AgentTurns(messages)
+    assert agent.text(1) == 'checking.\nfind_slot {"at": "2pm"}' and agent.text(2) == "taken"
+    assert agent.text(0) == ""  # the user's own words are not the agent's
+    assert "call_9" not in agent.text(1) and "function" not in agent.text(1)

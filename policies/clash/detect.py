@@ -9,12 +9,11 @@ the same `Clash` records, so resolution does not care which detector found a cla
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 from ..cache import stable_hash
-from ..messages import Message
+from ..messages import Message, content_text
 from ..text.statements.compare import compatible, conflicts, duplicates, family, value_type
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
@@ -150,10 +149,17 @@ class AgentTurns:
         self._text: dict[int, str] = {}
 
     def text(self, i: int) -> str:
+        """Message `i`'s text and, for an assistant, its calls (names and arguments), lower-cased;
+        "" for a user or system message."""
         if i not in self._text:
             m = self.messages[i]
-            self._text[i] = json.dumps([m.get("content"), m.get("tool_calls")], ensure_ascii=False).lower() \
-                if m.get("role") in ("assistant", "tool", "function") else ""
+            said: list[str] = []
+            if m.get("role") in ("assistant", "tool", "function"):
+                said.append(content_text(m))
+                for call in m.get("tool_calls") or []:
+                    fn = (call.get("function") if isinstance(call, dict) else None) or {}
+                    said.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
+            self._text[i] = "\n".join(said).lower()
         return self._text[i]
 
     def acted_on(self, older: Located, newer: Located) -> bool:

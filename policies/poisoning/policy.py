@@ -276,7 +276,6 @@ class PoisoningPolicy(BasePolicy):
         except Exception as exc:  # sentences are held; each is then judged (and reported) on its own
             self._failed(ex, exc, "stream", store=True)
 
-
     async def _input_findings(self, ex: Exchange, todo: list[tuple[int, str, str]]) -> dict[int, Finding]:
         """Findings per message index; cached per (tenant, KB version, role, text). The caller has
         loaded (or refreshed) the KB's index, so kb.version is current."""

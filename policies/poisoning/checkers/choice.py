@@ -66,7 +66,6 @@ def options(question: str, joiner: str = "or") -> tuple[Slot, ...]:
     return tuple(joined)
 
 
-
 def _in_predicate(question: str, name: Slot) -> bool:
     """The name completes the question's predicate ("is American, A or B", "located in Chestnut
     Hill, A or B"): a preposition or copula links it to a content word before it. (A question
