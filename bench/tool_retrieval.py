@@ -115,7 +115,7 @@ def cases(queries: list[tuple[str, list[str]]], names: list[str], seed: int) -> 
 
 def make_policy(embedder: Any, store: Any, weights: dict[str, float] | None = None, **settings: Any) -> ToolsPolicy:
     settings = {"top_k": TOP_K, **settings}
-    config = ToolsConfig(max_tools=30, **settings, **({"weights": weights} if weights else {}))
+    config = ToolsConfig(**{"max_tools": 30, **settings}, **({"weights": weights} if weights else {}))
     services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store)
     return ToolsPolicy(config, services)
 

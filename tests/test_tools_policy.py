@@ -303,8 +303,9 @@ async def test_without_stable_list_a_new_request_starts_a_new_list(tmp_path):
     assert actions(ex)["list_changed"]["reason"] == "request"
 
 
-async def test_a_list_that_would_pass_max_tools_starts_again_from_this_steps_needs(tmp_path):
-    p = policy(tmp_path, max_tools=8, top_k=2)
+@pytest.mark.parametrize("cap", [{"max_tools": 8}, {"max_forwarded": 8}])
+async def test_a_list_that_would_pass_its_cap_starts_again_from_this_steps_needs(tmp_path, cap):
+    p = policy(tmp_path, top_k=2, **cap)
     convo = user("What will the weather be like in Oslo tomorrow?")
     for tool_name in ("get_horoscope", "play_music", "define_word", "set_timer", "calculate", "rent_car", "find_jobs"):
         convo = step_of(convo, tool_name)
@@ -314,6 +315,24 @@ async def test_a_list_that_would_pass_max_tools_starts_again_from_this_steps_nee
     await p.on_request(ex)
     assert actions(ex)["list_changed"]["reason"] == "full"
     assert "track_package" in names(ex.tools) and "get_horoscope" in names(ex.tools)  # called tools are never dropped
+    assert len(ex.tools) <= 8 + 1  # the cap, and the tool the step needed beyond the called ones
+
+
+async def test_max_forwarded_caps_the_list_but_not_when_filtering_starts(tmp_path):
+    p = policy(tmp_path, max_tools=45, max_forwarded=5)  # 45 tools: at max_tools, nothing is filtered
+    ex = exchange(user("What will the weather be like in Oslo tomorrow?"), all_tools())
+    await p.on_request(ex)
+    assert len(ex.tools) == 45
+    uncapped = policy(tmp_path, max_tools=30, min_k=8, max_k=12, server_focus=0)
+    ex = exchange(user("What will the weather be like in Oslo tomorrow?"), all_tools())
+    await uncapped.on_request(ex)
+    assert len(ex.tools) >= 8
+    best = json.loads(actions(ex)["filter"]["relevance"])
+    p = policy(tmp_path, max_tools=30, max_forwarded=5, min_k=8, max_k=12, server_focus=0)
+    ex = exchange(user("What will the weather be like in Oslo tomorrow?"), all_tools())
+    await p.on_request(ex)
+    top5 = sorted(best, key=best.get, reverse=True)[:5]
+    assert sorted(names(ex.tools)) == sorted(top5)  # the five most relevant, in the client's order
 
 
 async def test_session_lists_are_per_tenant_and_bounded(tmp_path):

@@ -37,7 +37,10 @@ class QueryConfig(BaseModel):
 
 
 class ToolsConfig(PolicyConfig):
-    max_tools: int = Field(30, ge=1)
+    max_tools: int = Field(30, ge=1)  # more tools than this in a request → filter
+    # The session's forwarded list never grows past this (null → max_tools); appending past it starts
+    # the list again from what the step needs. Measured on the dev tasks of bench/tool_retrieval.py.
+    max_forwarded: int | None = Field(20, ge=1)
     top_k: int | None = Field(None, ge=1)  # a fixed number of relevant tools; null → adaptive (min_k..max_k)
     min_k: int = Field(5, ge=1)
     max_k: int = Field(12, ge=1)
@@ -62,6 +65,9 @@ class ToolsConfig(PolicyConfig):
         if self.min_k > self.max_k:
             raise ValueError(f"min_k ({self.min_k}) must not exceed max_k ({self.max_k})")
         return self
+
+    def list_cap(self) -> int:
+        return min(self.max_forwarded or self.max_tools, self.max_tools)
 
     def k_range(self) -> tuple[int, int]:
         """(min_k, max_k): a fixed top_k is the range top_k..top_k."""

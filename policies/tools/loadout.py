@@ -5,7 +5,7 @@ prompt, then the messages). A subset that changes from step to step would make e
 cache miss, however stable the history. So once a tool is forwarded in a session it stays, at its
 position; tools a later step needs are appended. The list is rebuilt (evicted) only at a
 compaction event (the history policy compacted this request, so the cached prefix is gone anyway)
-or when appending would pass `max_tools`. Every change is reported with its reason.
+or when appending would pass `max_forwarded`. Every change is reported with its reason.
 
 Bounded: one entry per session in an LRU with a TTL, keyed by `Exchange.session_key`; carried
 between replicas by a shared state backend (the list stays append-only whichever replica serves).
@@ -25,7 +25,7 @@ CALLED = "called"  # the conversation called (or tool_choice named) a tool that 
 FOUND = "found"  # the model found it through find_tools
 REQUEST = "request"  # stable_list: false, a new user request starts a new list
 COMPACTION = "compaction"  # the history was compacted: the cached prefix is gone, start small again
-FULL = "full"  # appending would pass max_tools: start again from what this step needs
+FULL = "full"  # appending would pass max_forwarded: start again from what this step needs
 CLIENT = "client"  # the client stopped sending a tool
 
 

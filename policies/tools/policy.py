@@ -153,8 +153,9 @@ class ToolsPolicy(BasePolicy):
         if choice.required and not chosen and not must_names and ranked is not None:
             chosen = [str(index.names[int(np.argmax(ranked.scores))])]  # "required" must leave a tool to call
         previous = loadout.names if loadout else []
+        fresh = must_names + _client_order(index, chosen[: max(self.config.list_cap() - len(must_names), 1)])
         if reset is not None:
-            names, _, _ = extend([], must_names + _client_order(index, chosen), available)
+            names, _, _ = extend([], fresh, available)
         else:
             # Grow only when this step's best tool is missing (measured on dev: growing for any missing
             # top-k tool costs more changes than it saves find_tools calls); each change costs the cache.
@@ -165,9 +166,9 @@ class ToolsPolicy(BasePolicy):
             grow = best is not None and best not in previous and best not in must_names
             picks = chosen if changing or grow else []
             names, _, _ = extend(previous, must_names + _client_order(index, picks), available)
-            if len(names) > self.config.max_tools:
+            if len(names) > self.config.list_cap():
                 reset = FULL
-                names, _, _ = extend([], must_names + _client_order(index, chosen), available)
+                names, _, _ = extend([], fresh, available)
         if loadout is None or names == previous:
             return names, None
         added = tuple(n for n in names if n not in set(previous))
