@@ -128,3 +128,67 @@ def test_admin_add_list_and_forget_a_user(proxy, fake):
     forgotten = httpx.delete(f"{proxy.url}/admin/memories", params={"user": "bob"}, headers=ADMIN).json()
     assert forgotten["deleted"] == 1
     assert httpx.get(f"{proxy.url}/admin/memories", params={"user": "bob"}, headers=ADMIN).json()["data"] == []
+    ask(proxy, "Search flights from Boston to Denver.", user="bob", x_ctxwarden_task="work-trip",
+        x_ctxwarden_session="after")
+    assert forwarded_user(fake) == "Search flights from Boston to Denver."  # gone from search at once
+
+
+@pytest.mark.parametrize("clash_on", [False, True])
+def test_memory_supersedes_whether_or_not_the_clash_policy_is_on(start_proxy, fake, monkeypatch, clash_on):
+    monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", "admin-test")
+    on = ("memory", "clash") if clash_on else ("memory",)
+    proxy = start_proxy({"policies": policies_off(*on)})
+    ask(proxy, "I prefer budget hotels.", x_ctxwarden_session="s1")
+    client = openai_client(proxy, default_headers={"x-ctxwarden-session": "s2"})
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", user="alice", messages=[
+        {"role": "user", "content": "I prefer budget hotels."}, {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Actually I want luxury 5-star hotels now."}])
+    assert "memory.supersede" in raw.headers.get("x-ctxwarden-actions", "")
+    listed = httpx.get(f"{proxy.url}/admin/memories", params={"user": "alice"}, headers=ADMIN).json()["data"]
+    assert [m["text"] for m in listed] == ["Actually I want luxury 5-star hotels now."]
+
+
+def test_admin_list_with_a_task_shows_its_private_and_the_shared_memories(proxy, fake):
+    for text, task, scope in (("I prefer boutique hotels.", "paris", "private"), ("I never eat pork.", "paris", "shared"),
+                              ("I prefer window seats.", "london", "private")):
+        r = httpx.post(f"{proxy.url}/admin/memories", headers=ADMIN,
+                       json={"user": "alice", "text": text, "task": task, "scope": scope})
+        assert r.status_code == 200, r.text
+    def texts(**params):
+        data = httpx.get(f"{proxy.url}/admin/memories", params={"user": "alice", **params}, headers=ADMIN).json()["data"]
+        assert all({"id", "text", "kind", "scope", "task", "created_at", "superseded_by"} <= set(m) for m in data)
+        return sorted(m["text"] for m in data)
+    assert texts(task="london") == ["I never eat pork.", "I prefer window seats."]
+    assert texts(task="paris") == ["I never eat pork.", "I prefer boutique hotels."]
+    assert texts(task="rome") == ["I never eat pork."]
+    assert len(texts()) == 3
+
+
+def test_a_later_turn_keeps_the_earlier_block_in_place_and_the_system_prompt_untouched(proxy, fake):
+    ask(proxy, "I prefer budget hotels, nothing fancy.", x_ctxwarden_session="s1")
+    first = [{"role": "system", "content": "You are a travel agent."},
+             {"role": "user", "content": "Find me a hotel in Rome for three nights."}]
+    client = openai_client(proxy, default_headers={"x-ctxwarden-session": "s2"})
+    client.chat.completions.create(model="gpt-4o", user="alice", messages=first)
+    sent_first = fake.chat_requests[-1]["messages"]
+    assert sent_first[1]["content"].startswith("Relevant context:\n")
+    client.chat.completions.create(model="gpt-4o", user="alice", messages=[
+        *first, {"role": "assistant", "content": "Here are three."}, {"role": "user", "content": "Thanks, that is all."}])
+    sent_second = fake.chat_requests[-1]["messages"]
+    assert sent_second[:2] == sent_first  # the forwarded prefix is byte-for-byte the turn before
+    assert sent_second[-1]["content"] == "Thanks, that is all."  # nothing relevant: the new turn is untouched
+
+
+def test_memory_actions_are_span_events_of_the_memory_policy_span(start_proxy, fake, monkeypatch):
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    proxy = start_proxy({"policies": policies_off("memory")}, span_processors=[SimpleSpanProcessor(exporter)])
+    ask(proxy, "I prefer budget hotels.", x_ctxwarden_session="s1")
+    ask(proxy, "Actually I want luxury 5-star hotels now.", x_ctxwarden_session="s2")
+    ask(proxy, "Find me a hotel in Rome for three nights.", x_ctxwarden_session="s3")
+    events = [e for s in exporter.get_finished_spans() if s.name == "ctxwarden.policy memory" for e in s.events]
+    names = [e.name for e in events]
+    assert names.count("memory.write") == 2 and names.count("memory.supersede") == 1 and names.count("memory.select") == 1
+    assert next(e for e in events if e.name == "memory.select").attributes["count"] == 1

@@ -18,8 +18,14 @@ class MemoryConfig(PolicyConfig):
     top_k: int = Field(5, ge=1, le=50)  # memories injected at most per request
     max_tokens: int = Field(300, ge=10)  # tokens the injected block may take
     extract: Literal["local", "llm"] = "local"  # local: typed statements; llm: judge_model, strict JSON
-    judge_model: str | None = None  # the model `extract: llm` asks (the poisoning judge's, when wired by the proxy)
+    judge_model: str | None = None  # the model `extract: llm` asks (required then; not taken from poisoning.judge)
     judge_timeout_s: float = Field(10, gt=0)
+    # Also read the tool results of each turn (those after the latest user message) for memories
+    # (source "tool"). Off by default: a tool result is not the user's word, and what it says
+    # would reach every later request; only `tool_result_kinds` are kept (by default no instruction
+    # or constraint: a page saying "always ..." must not become a standing rule).
+    tool_results: bool = False
+    tool_result_kinds: list[Kind] = ["fact", "preference"]
     strategy: Literal["prefer_recent", "ask_user", "merge", "keep_existing"] = "prefer_recent"
     recent_s: float = Field(3600, ge=0)  # a memory younger than this scores recent_bonus more
     recent_bonus: float = Field(0.1, ge=0, le=1)

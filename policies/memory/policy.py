@@ -9,6 +9,8 @@ without one, or with x-ctxwarden-memory: off):
      memory is answered by the proxy with a question (ask.py), and the next turn settles it
      (memory.user_answer, memory.supersede with reason "user"); a memory the tenant's knowledge base
      contradicts is not stored (memory.rejected; the poisoning policy's check, via Services.shared);
+     With `tool_results: true`, the tool results after that message are read too (source "tool",
+     only `tool_result_kinds`; an ask_user contradiction from a tool keeps both, unasked);
   2. the user's memories visible to the task are scored against that message (select.py) and the
      best go, as one `Relevant context:` block, at the start of that message (inject.py): memory.select.
 Blocks are remembered per session (session.py; carried between replicas by a shared state backend)
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..base import BasePolicy, Exchange, Reject, Respond, Services, Verdict, run_cpu
+from ..cache import stable_hash
 from ..errors import CtxwardenError
 from ..messages import content_text, last_user_index
 from ..state import SessionLRU
@@ -43,6 +46,7 @@ from .store import MemoryStore
 from .writer import Provenance, WriteReport, settle, write
 
 log = logging.getLogger("ctxwarden.memory")
+TOOL_RESULT_CHARS = 4000  # of a tool result read for memories (extraction costs ~4 µs a character)
 KB_CHECK = "kb_contradiction"  # Services.shared: the poisoning policy's KB check (poisoning/kb_gate.py)
 
 
@@ -101,6 +105,8 @@ class MemoryPolicy(BasePolicy):
                 older, newer = report.unsettled[0]
                 given.pending = Pending(older.id, newer.id, older.text, newer.text, key)
                 self.services.metrics.add("ctxwarden.memory.asked", 1)
+        if self.config.tool_results:
+            await self._write_tool_results(ex, owner, given, latest)
         if given.pending is not None and given.pending.asked == key:  # asked now, or the same turn sent again
             return Respond(question(given.pending.older_text, given.pending.newer_text), reason="memory.ask_user")
         index = await self._index(owner)
@@ -131,7 +137,22 @@ class MemoryPolicy(BasePolicy):
             self.services.metrics.add("ctxwarden.memory.superseded", 1, strategy="ask_user")
         return True
 
-    async def _write(self, ex: Exchange, owner: Owner, text: str, key: str) -> WriteReport | None:
+    async def _write_tool_results(self, ex: Exchange, owner: Owner, given: OwnerBlocks, latest: int) -> None:
+        """`tool_results: true`: the tool results after the latest user message, each read once per
+        session; only `tool_result_kinds` are stored (source "tool"). A contradiction is settled by
+        the strategy, except ask_user: the user is not asked about what a tool said (both stay live)."""
+        for message in ex.messages[latest + 1 :]:
+            if message.get("role") != "tool":
+                continue
+            text = content_text(message)[:TOOL_RESULT_CHARS]
+            key = f"{stable_hash(text)}#tool:{message.get('tool_call_id') or ''}"
+            if not text.strip() or key in given.written:
+                continue
+            given.mark_written(key)
+            await self._write(ex, owner, text, key, source="tool")
+
+    async def _write(self, ex: Exchange, owner: Owner, text: str, key: str,
+                     source: str = "conversation") -> WriteReport | None:
         found = None
         if self._llm is not None:
             try:
@@ -140,13 +161,15 @@ class MemoryPolicy(BasePolicy):
                 self.record(ex, "extract_fallback", error=str(exc)[:200])
         if found is None:
             found = await run_cpu(len(text) >= 300, candidates, text)
+        if source == "tool":
+            found = [c for c in found if c.kind in self.config.tool_result_kinds]
         found = await self._consistent_with_kb(ex, found)
         if not found:
             return None
-        origin = Provenance(ex.session_id, key.split("#", 1)[0])
+        origin = Provenance(ex.session_id, key.split("#", 1)[0], source)
         report = await asyncio.to_thread(write, self.store, owner, found, self.config.strategy, origin,
                                          Matcher(self.services.embedder))
-        self._report_write(ex, report)
+        self._report_write(ex, report, asks=source != "tool")
         return report
 
     async def _consistent_with_kb(self, ex: Exchange, found: list[Candidate]) -> list[Candidate]:
@@ -171,7 +194,7 @@ class MemoryPolicy(BasePolicy):
             self.services.metrics.add("ctxwarden.memory.rejected", 1, reason="kb")
         return kept
 
-    def _report_write(self, ex: Exchange, report: WriteReport) -> None:
+    def _report_write(self, ex: Exchange, report: WriteReport, asks: bool = True) -> None:
         if report.written:
             self.record(ex, "write", count=len(report.written), ids=[m.id for m in report.written],
                         kinds=[m.kind for m in report.written], merged=len(report.merged))
@@ -180,7 +203,7 @@ class MemoryPolicy(BasePolicy):
             self.record(ex, "supersede", older=older.id, newer=newer.id, strategy=self.config.strategy,
                         reason=f"{older.text!r} contradicted by {newer.text!r}")
             self.services.metrics.add("ctxwarden.memory.superseded", 1, strategy=self.config.strategy)
-        for older, newer in report.unsettled:
+        for older, newer in report.unsettled if asks else ():
             self.record(ex, "ask_user", older=older.text, newer=newer.text)
 
     async def _index(self, owner: Owner) -> UserIndex:
