@@ -3,6 +3,7 @@ upstream, printed as a table of what each policy did. No API key, no network."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -98,6 +99,8 @@ def run_demo() -> int:
     import logging
 
     logging.getLogger().setLevel(logging.ERROR)  # the scenes are the output; policy logs would interleave
+    with contextlib.suppress(ImportError):
+        import bm25s  # noqa: F401  (its import sets its logger to DEBUG: import it first, then quiet it)
     logging.getLogger("bm25s").setLevel(logging.ERROR)
     workdir = Path(tempfile.mkdtemp(prefix="ctxwarden-demo-"))
     os.environ.setdefault("CTXWARDEN_ADMIN_KEY", "demo-admin-key")
@@ -114,7 +117,8 @@ def run_demo() -> int:
             admin = {"authorization": f"Bearer {os.environ['CTXWARDEN_ADMIN_KEY']}"}
             httpx.post(f"{proxy.url}/admin/kb/documents", headers=admin, json={"documents": [
                 {"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]})
-            print(f"ctxwarden demo — proxy {proxy.url}/v1 in front of a local fake upstream {upstream.url}/v1\n")
+            # No addresses here: these two servers stop with the demo, so their URLs would be dead links.
+            print("ctxwarden demo — the real proxy in front of a local fake upstream (no API key, no network)\n")
             for title, body, reply in _scenes():
                 fake.reply(**reply)
                 before = len(fake.chat_requests)

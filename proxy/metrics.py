@@ -33,9 +33,15 @@ SECONDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20
 # The proxy's own latencies (a policy step takes 50 µs to seconds; a request up to a minute).
 LATENCY_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 SHARE = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+# How full a context window is: a share that may pass 1 (a request over its window).
+FILL = (*SHARE, 1.1, 1.25, 1.5, 2.0, 4.0)
+# before / after factors (compression): 1 (nothing gained) to a thousandfold.
+RATIO = (1, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 1000)
+# OpenTelemetry GenAI conventions' advice for gen_ai.client.token.usage (tokens).
+GEN_AI_TOKENS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 MAX_REMEMBERED_KEYS = 4096  # label sets remembered by Metrics._key
 SIZE = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000)
-_SHARE_NAMES = re.compile(r"usage|quality|accuracy|relevance|confidence|score|ratio|share")
+_SHARE_NAMES = re.compile(r"quality|accuracy|relevance|confidence|score|share")
 
 
 def base_unit(name: str) -> tuple[str, float]:
@@ -50,8 +56,14 @@ def buckets_for(name: str) -> tuple[float, ...]:
     """Bucket bounds for a histogram, by its (base-unit) name."""
     if name.startswith("gen_ai.") and name.endswith(".duration"):
         return SECONDS
+    if name == "gen_ai.client.token.usage":
+        return GEN_AI_TOKENS
     if name.endswith(("_seconds", ".seconds", ".duration", "_duration")):
         return LATENCY_SECONDS
+    if name.endswith("ratio"):
+        return RATIO
+    if name.endswith("usage"):
+        return FILL
     if _SHARE_NAMES.search(name):
         return SHARE
     return SIZE
@@ -184,8 +196,25 @@ class _Collector:
         yield from families.values()
 
 
+# HELP text of the main series; any other is described by its kind and the name it was recorded under.
+HELP = {
+    "ctxwarden.requests": "Chat completion requests received, by model, HTTP status and stream.",
+    "ctxwarden.request.duration_seconds": "Time from receiving a chat request to its response head, in seconds.",
+    "ctxwarden.request.received_tokens": "Prompt tokens of a chat request as the client sent it.",
+    "ctxwarden.request.forwarded_tokens": "Prompt tokens of a chat request as forwarded upstream, after the policies.",
+    "ctxwarden.policy.duration_seconds": "Time one policy hook took, in seconds.",
+    "ctxwarden.policy.actions": "Actions the policies took, by policy and action.",
+    "ctxwarden.policy.failures": "Policy hooks that raised; the request went on without that policy's change.",
+    "ctxwarden.poisoning.checked": "Answers or inputs the poisoning policy checked, by source.",
+    "ctxwarden.poisoning.blocked": "Answers or inputs the poisoning policy blocked.",
+    "ctxwarden.poisoning.quarantined": "Answers or inputs held in quarantine for a human to review.",
+    "gen_ai.client.operation.duration": "GenAI operation duration (upstream call, to its last chunk), in seconds.",
+    "gen_ai.client.token.usage": "Input and output tokens of each upstream call, as the upstream reported them.",
+}
+
+
 def _family(kind: str, name: str, original: str, label_names: list[str]) -> Any:
-    documentation = f"ctxwarden {kind}: {original}"
+    documentation = HELP.get(original) or f"ctxwarden {kind}: {original}"
     if kind == "counter":
         return CounterMetricFamily(name.removesuffix("_total"), documentation)
     if kind == "gauge":

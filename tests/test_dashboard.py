@@ -116,11 +116,69 @@ def test_aggregates_survive_a_restart_on_the_same_storage_path(start_proxy, tmp_
     assert stats(second)["requests"]["total"] == 5
 
 
+def test_two_proxies_sharing_a_storage_path_each_show_both_counts(start_proxy, tmp_path):
+    a, b = start_proxy(OFF), start_proxy(OFF)  # the same tmp_path/store: replicas on one host
+    chat(a, 2, tenant="acme")
+    chat(b, 3, tenant="globex")
+    deadline = time.monotonic() + 10  # each flushes its own counts every 2 s; its own unflushed ones show at once
+    while {stats(a)["requests"]["total"], stats(b)["requests"]["total"]} != {5} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for proxy in (a, b):
+        assert stats(proxy)["requests"]["by_tenant"] == {"globex": 3, "acme": 2}
+    assert (tmp_path / "store" / "dashboard.sqlite3").exists()
+
+
+def test_the_minute_store_adds_up_buckets_and_drops_rows_past_retention(tmp_path):
+    from ctxwarden.proxy.dashboard.store import MinuteStore
+
+    now_minute = int(time.time() // 60)
+    old, recent = now_minute - 3 * 24 * 60, now_minute - 5
+    store = MinuteStore(tmp_path / "d.sqlite3", retention_days=1)
+    store._pruned_at = time.time()  # no pruning on this first write
+    store.add({(old, "requests", ""): 2, (recent, "requests", ""): 1, (recent + 1, "requests", ""): 4})
+    store.add({(recent, "requests", ""): 1})  # added to the same row
+    assert sorted(store.rows(old, 1)) == [(old, "requests", "", 2.0), (recent, "requests", "", 2.0),
+                                          (recent + 1, "requests", "", 4.0)]
+    assert store.rows(recent, 15) == [(recent, "requests", "", 6.0)]  # both minutes in one 15-minute bucket
+    store._pruned_at = 0.0  # the hourly prune is due
+    store.add({(now_minute, "requests", ""): 1})
+    assert sorted(m for m, *_ in store.rows(old, 1)) == [recent, recent + 1, now_minute]  # the 3-day-old row is gone
+    store.close()
+    reopened = MinuteStore(tmp_path / "d.sqlite3", retention_days=1)
+    assert sum(v for *_, v in reopened.rows(old, 1)) == 7.0  # on disk, not in memory
+    reopened.close()
+
+
 def test_label_values_are_bounded():
     bounded = Bounded(limit=3)
     assert [bounded(f"m{i}") for i in range(5)] == ["m0", "m1", "m2", "other", "other"]
     assert bounded("m1") == "m1" and bounded(None) == "-" and len(Bounded()("x" * 500)) == 64
     assert Bounded()("bad\nname") == "bad?name"
+
+
+def test_clashes_loops_and_poisoning_are_counted_by_type_resolution_and_kind():
+    from ctxwarden.policies.base import Exchange
+    from ctxwarden.proxy.dashboard.collector import request_counts
+
+    ex = Exchange(request_id="r1", model="gpt-4o", messages=[], tools=None, body={})
+    ex.record("clash", "correction", type="preference", label="hotel")
+    ex.record("clash", "unresolved", type="fact", label="city")
+    ex.record("clash", "duplicate", count=1)  # not a decision: not a clash of its own
+    ex.record("loops", "stop", kind="repeat")
+    ex.record("poisoning", "quarantined")
+    counts = request_counts(ex, "responded", "gpt-4o", "-")
+    assert counts[("clash", "preference/correction")] == 1 and counts[("clash", "fact/unresolved")] == 1
+    assert not [k for k in counts if k[0] == "clash" and "duplicate" in k[1]]
+    assert counts[("loops_stopped", "repeat")] == 1
+    assert counts[("poisoning_quarantined", "")] == 1 and counts[("poisoning_checked", "")] == 1
+    assert ("poisoning_blocked", "") not in counts and counts[("requests", "outcome:responded")] == 1
+    now = 1_700_000_000.0
+    s = build([(int(now // 60), metric, label, value) for (metric, label), value in counts.items()], "1h",
+              alert_rate=None, now=now)
+    assert s["clashes"]["by_type"] == {"preference": 1, "fact": 1} and s["clashes"]["total"] == 2
+    assert s["clashes"]["by_resolution"] == {"correction": 1, "unresolved": 1}
+    assert s["loops"] == {"stopped": 1, "by_kind": {"repeat": 1}}
+    assert s["actions"]["by_policy"] == {"clash": 3, "loops": 1, "poisoning": 1}
 
 
 def test_poisoning_alert_follows_the_alert_rate():

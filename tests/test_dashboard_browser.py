@@ -129,3 +129,22 @@ def test_the_page_polls_when_the_stream_fails(fake, start_proxy, browser):
     sync_api.expect(page.get_by_test_id("requests-total")).to_have_text("2", timeout=6_000)  # polled every 4 s
     assert "polling" in page.locator("#status").inner_text()
     assert [e for e in page.errors if "503" not in e] == [], page.errors  # only the refused stream
+
+
+def test_the_alert_banner_shows_when_the_blocked_rate_passes_alert_rate(fake, start_proxy, browser):
+    policies = policies_off("poisoning")
+    policies["poisoning"] = {"enabled": True, "alert_rate": 0.2, "alert_min_samples": 2}
+    proxy = start_proxy({"policies": policies})
+    r = httpx.post(f"{proxy.url}/admin/kb/documents", json={"documents": FACTS}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    client = openai_client(proxy)
+    fake.reply(content="Inception is starring Leonardo DiCaprio.")
+    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Who stars in it?"}])
+    page = signed_in_page(browser, proxy)
+    banner = page.get_by_test_id("poisoning-alert")
+    assert banner.is_hidden()  # one answer checked, none blocked
+    fake.reply(content="Inception is starring Tom Cruise.")
+    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Who is the lead?"}])
+    sync_api.expect(banner).to_be_visible(timeout=5_000)  # 1 of 2 blocked: 50 % > 20 %, live
+    assert "50.0%" in banner.inner_text() and "20.0%" in banner.inner_text()
+    assert page.errors == [], page.errors

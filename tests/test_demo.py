@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -26,3 +27,7 @@ def test_demo_shows_each_policy_at_work(tmp_path):
         sent, forwarded = (int(w) for w in blocks[name][0].split("(")[1].replace(",", "").split() if w.isdigit())
         assert forwarded < sent
     assert "http://127.0.0.1:8787/dashboard" in result.stdout and "/metrics" not in result.stdout  # no dead links
+    urls = set(re.findall(r"https?://[^\s,)]+", result.stdout))
+    assert urls == {"http://127.0.0.1:8787/v1", "http://127.0.0.1:8787/dashboard"}, urls  # none of the demo's own ports
+    assert result.stdout.rstrip().splitlines()[-2].endswith("(the admin key is CTXWARDEN_ADMIN_KEY).")  # ends at the dashboard
+    assert "DEBUG" not in result.stderr and "bm25s" not in result.stderr  # no library chatter between the scenes

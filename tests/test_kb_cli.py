@@ -151,3 +151,21 @@ def test_a_large_add_reports_its_progress_batch_by_batch():
     quiet = io.StringIO()
     add_with_progress(Counting(), docs[:3], quiet)
     assert quiet.getvalue() == ""  # one batch: nothing to report but the final line the command prints
+
+
+def test_kb_add_of_a_large_file_prints_progress_through_the_server(fake, proxy, tmp_path):
+    from ctxwarden.proxy.kb_cli import DOCS_PER_REQUEST
+
+    n = DOCS_PER_REQUEST * 2 + 50
+    docs = tmp_path / "many.jsonl"
+    docs.write_text("".join(json.dumps({"id": f"d{i}", "text": f"Depot {i} is in city number {i % 37}."}) + "\n"
+                            for i in range(n)))
+    added = cli("kb", "add", str(docs), "--server", proxy.url, "--config", write_config(tmp_path, free_port()))
+    assert added.returncode == 0, added.stderr
+    progress = [line.strip() for line in added.stderr.splitlines() if "documents (" in line]
+    assert [p.split(" documents")[0] for p in progress] == [
+        f"{DOCS_PER_REQUEST:,} / {n:,}", f"{2 * DOCS_PER_REQUEST:,} / {n:,}", f"{n:,} / {n:,}"]
+    assert progress[-1].startswith(f"{n:,} / {n:,} documents (100 %)") and f"added {n} document(s)" in added.stdout
+    listed = httpx.get(f"{proxy.url}/admin/kb/documents", params={"limit": 1},
+                       headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()
+    assert listed["total"] == n  # every batch reached the server's KB

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import threading
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ctxwarden.proxy.metrics import LATENCY_SECONDS, SECONDS, SHARE, Metrics, base_unit, buckets_for
+from ctxwarden.proxy.metrics import GEN_AI_TOKENS, LATENCY_SECONDS, SECONDS, SHARE, Metrics, base_unit, buckets_for
 from ctxwarden.proxy.telemetry import Telemetry
 
 
@@ -55,8 +59,14 @@ def test_buckets_fit_what_a_histogram_measures():
     assert buckets_for("ctxwarden.policy.duration_seconds") == LATENCY_SECONDS
     assert buckets_for("gen_ai.client.operation.duration") == SECONDS
     assert buckets_for("ctxwarden.validation.quality") == SHARE
-    assert buckets_for("ctxwarden.budget.usage") == SHARE
+    assert buckets_for("ctxwarden.tools.relevance") == SHARE
     assert max(buckets_for("ctxwarden.request.received_tokens")) >= 100_000  # token counts, not milliseconds
+    assert buckets_for("gen_ai.client.token.usage") == GEN_AI_TOKENS  # the GenAI conventions' advice, not 0–1
+    for name, value in (("gen_ai.client.token.usage", 3000), ("ctxwarden.compression.ratio", 7.5),
+                        ("ctxwarden.budget.usage", 1.3), ("ctxwarden.budget.usage", 0.42), ("ctxwarden.tools.k", 12)):
+        bounds = buckets_for(name)
+        assert bounds == tuple(sorted(bounds)) and value <= bounds[-1], (name, value)  # lands in a bucket, not +Inf
+        assert sum(1 for b in bounds if b < value) >= 2 and sum(1 for b in bounds if b >= value) >= 2, (name, value)
     m = Metrics()
     for value in (0.12, 0.55, 0.97):
         m.record("ctxwarden.validation.quality", value)
@@ -126,3 +136,71 @@ def test_label_sets_are_remembered_without_mixing_series_or_growing_without_boun
     for i in range(MAX_REMEMBERED_KEYS + 10):  # a client sending a new model name every time
         m.add("ctxwarden.requests", 1, model=f"m{i}")
     assert len(m._keys) <= MAX_REMEMBERED_KEYS
+
+
+HOSTILE_MODELS = ['gpt-4o"} 1\nfake_metric 666', "x" * 5000, "mod\\el\"{le=\"}", "модель-🚀", "tab\there",
+                  "# HELP injected", "gpt-4o\n"]
+
+
+def test_hostile_model_names_never_break_the_endpoint(start_proxy, monkeypatch):
+    monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", "metrics-admin")
+    proxy = start_proxy({"models": {"my-llama": {"context_window": 8192}}})
+    bodies = [b'{"model": "\\ud800", "messages": [{"role": "user", "content": "hi"}]}']  # a lone surrogate
+    bodies += [json.dumps({"model": m, "messages": [{"role": "user", "content": "hi"}]}).encode() for m in HOSTILE_MODELS]
+    with httpx.Client(timeout=30) as client:
+        for body in bodies:
+            client.post(f"{proxy.url}/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+        client.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+                                                              "stream": True})
+        response = client.get(f"{proxy.url}/metrics")
+        stats = client.get(f"{proxy.url}/admin/stats", headers={"authorization": "Bearer metrics-admin"})
+    assert response.status_code == 200 and "fake_metric" not in families(response.text)
+    parsed = families(response.text)
+    for family in parsed.values():
+        for sample in family.samples:
+            for label in ("model", "gen_ai_request_model", "gen_ai_response_model"):
+                assert sample.labels.get(label, "gpt-4o") in {"gpt-4o", "other"}, (sample.name, sample.labels)
+    requests = sum(s.value for s in parsed["ctxwarden_requests"].samples if s.name == "ctxwarden_requests_total")
+    assert requests == len(bodies) + 1
+    # The page counts chat requests with a valid body (README): all but the lone surrogate's 400.
+    assert stats.status_code == 200 and stats.json()["requests"]["total"] == len(bodies)
+    assert stats.json()["requests"]["by_model"] == {"other": len(HOSTILE_MODELS), "gpt-4o": 1}  # as on /metrics
+    assert {r["model"] for r in stats.json()["recent"]} >= {"gpt-4o?", "tab?here"}  # the log names them, printable
+
+
+def test_every_family_on_the_real_server_has_help_and_type_and_genai_metrics(start_proxy):
+    proxy = start_proxy()
+    with httpx.Client(timeout=30) as client:
+        client.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+        with client.stream("POST", f"{proxy.url}/v1/chat/completions",
+                           json={"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as r:
+            assert r.status_code == 200 and "[DONE]" in "".join(r.iter_text())
+        text = client.get(f"{proxy.url}/metrics").text
+    helps = {line.split()[2].removesuffix("_total") for line in text.splitlines() if line.startswith("# HELP ")}
+    types = {line.split()[2].removesuffix("_total") for line in text.splitlines() if line.startswith("# TYPE ")}
+    parsed = families(text)
+    assert len(parsed) > 5 and helps == types == set(parsed)  # HELP and TYPE on every family, nothing else
+    assert parsed["ctxwarden_requests"].documentation.startswith("Chat completion requests received")
+    assert "tokens" in parsed["gen_ai_client_token_usage"].documentation
+    usage = parsed["gen_ai_client_token_usage"]
+    assert usage.type == "histogram"
+    counts = {s.labels["gen_ai_token_type"]: s.value for s in usage.samples if s.name.endswith("_count")}
+    assert counts == {"input": 2, "output": 2}  # the plain and the streamed request alike
+    duration = parsed["gen_ai_client_operation_duration"]
+    assert duration.type == "histogram" and next(s.labels["le"] for s in duration.samples if s.name.endswith("_bucket")) == "0.01"
+    for family in parsed.values():  # base units: no milliseconds anywhere
+        assert not family.name.endswith(("_ms", "_milliseconds")), family.name
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="no promtool (Debian: apt-get install -y prometheus)")
+def test_promtool_accepts_the_real_servers_metrics(start_proxy):
+    proxy = start_proxy({"policies": {"poisoning": {"enabled": True}}})
+    with httpx.Client(timeout=30) as client:
+        for model, stream in (("gpt-4o", False), ("gpt-4o", True), ('evil"\n{model}', False)):
+            client.post(f"{proxy.url}/v1/chat/completions",
+                        json={"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+        text = client.get(f"{proxy.url}/metrics").text
+    assert "gen_ai_client_token_usage_bucket" in text and "ctxwarden_policy_duration_seconds_bucket" in text
+    run = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    # promtool exits 1 on lint problems and 3 on a parse error; it prints either on stderr/stdout
+    assert run.returncode == 0, run.stdout + run.stderr

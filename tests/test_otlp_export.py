@@ -96,6 +96,10 @@ def test_exported_metrics_have_base_unit_names_and_seconds(fake, start_proxy, co
     proxy.stop()
     metrics = metrics_of(collector.received)
     assert not [name for name in metrics if name.endswith("_ms")]  # the same names as /metrics, in seconds
+    usage = metrics["gen_ai.client.token.usage"]
+    assert usage.unit == "{token}"
+    kinds = {a.value.string_value for p in usage.histogram.data_points for a in p.attributes if a.key == "gen_ai.token.type"}
+    assert kinds == {"input", "output"} and all(p.sum > 0 for p in usage.histogram.data_points)
     for name in ("ctxwarden.policy.duration_seconds", "ctxwarden.request.duration_seconds",
                  "gen_ai.client.operation.duration"):
         metric = metrics[name]
@@ -124,3 +128,41 @@ def test_a_client_who_asked_for_usage_still_gets_it(fake, start_proxy):
                                                        stream_options={"include_usage": True}) as stream:
         chunks = list(stream)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def test_a_stream_cut_by_the_upstream_is_an_error_on_its_client_span(fake, start_proxy, collector):
+    proxy = start_proxy({"policies": policies_off(), "telemetry": {"otlp_endpoint": collector.url},
+                         "upstream": {"retries": 0}})
+    fake.script.append({"cut_after": 2, "content": "a long answer that never ends " * 5})
+    headers = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", headers=headers,
+                      json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
+        body = "".join(r.iter_text())
+    proxy.stop()
+    assert "upstream_stream_cut" in body
+    spans = {s.kind: s for s in spans_of(collector.received)}
+    client, server = spans[Span.SPAN_KIND_CLIENT], spans[Span.SPAN_KIND_SERVER]
+    assert client.trace_id.hex() == TRACE_ID and client.parent_span_id == server.span_id
+    assert server.parent_span_id.hex() == PARENT_ID
+    assert client.status.code == Status.STATUS_CODE_ERROR and attrs(client)["error.type"] == "upstream_stream_cut"
+    assert attrs(client)["gen_ai.request.model"] == "gpt-4o" and attrs(client)["gen_ai.provider.name"] == "openai"
+
+
+def test_each_policy_span_carries_its_decision(fake, start_proxy, collector):
+    from ctxwarden.proxy.demo import _call
+
+    proxy = start_proxy({"policies": policies_off("loops"), "telemetry": {"otlp_endpoint": collector.url}})
+    looping = [{"role": "user", "content": "Weather in Paris?"},
+               *[m for i in range(3) for m in (_call(f"w{i}", "get_weather", {"city": "Paris"}),
+                                               {"role": "tool", "tool_call_id": f"w{i}", "content": "error: timeout"})]]
+    r = httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": looping})
+    proxy.stop()
+    assert r.status_code == 200 and "loops.stop" in r.headers["x-ctxwarden-actions"]
+    spans = spans_of(collector.received)
+    server = next(s for s in spans if s.kind == Span.SPAN_KIND_SERVER)
+    policies = {attrs(s)["ctxwarden.policy"]: s for s in spans if s.name.startswith("ctxwarden.policy ")}
+    assert {"loops", "budget"} <= set(policies) and all(s.parent_span_id == server.span_id for s in policies.values())
+    loops = policies["loops"]
+    assert attrs(loops)["ctxwarden.verdict"] == "Respond" and [e.name for e in loops.events] == ["loops.stop"]
+    assert "ctxwarden.verdict" not in attrs(policies["budget"]) and not policies["budget"].events  # it let it pass
+    assert not [s for s in spans if s.kind == Span.SPAN_KIND_CLIENT]  # answered by the proxy: no upstream call

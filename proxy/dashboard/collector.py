@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from ctxwarden.policies.base import Exchange
 
@@ -21,6 +21,11 @@ POISONING_QUARANTINED = frozenset({"quarantined", "input_quarantined"})
 CLASH_DECISIONS = frozenset({"correction", "user_answer", "unresolved", "ask_user"})
 
 
+def printable(value: Any) -> str:
+    """At most MAX_LABEL_LENGTH characters, each non-printable one (newline, tab, surrogate…) as "?"."""
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:MAX_LABEL_LENGTH])
+
+
 class Bounded:
     """Label values, at most `limit` distinct ones kept; later newcomers become "other"."""
 
@@ -31,7 +36,7 @@ class Bounded:
     def __call__(self, value: Any, empty: str = "-") -> str:
         if not value:
             return empty
-        text = "".join(c if c.isprintable() else "?" for c in str(value)[:MAX_LABEL_LENGTH])
+        text = printable(value)
         if text in self.seen:
             return text
         if len(self.seen) >= self.limit:
@@ -86,9 +91,12 @@ def last_user_text(ex: Exchange) -> str:
 class Collector:
     """`observe(ex, outcome)` is the listener (microseconds, on the event loop); `flush()` blocks."""
 
-    def __init__(self, store: MinuteStore, show_content: bool = False) -> None:
+    def __init__(self, store: MinuteStore, show_content: bool = False,
+                 model_label: Callable[[Any], str] | None = None) -> None:
         self.store = store
         self.show_content = show_content
+        # Models neither configured nor in litellm's map count as "other", as on /metrics.
+        self.model_label = model_label or (lambda model: model)
         self.models = Bounded()
         self.tenants = Bounded()
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
@@ -98,12 +106,13 @@ class Collector:
 
     def observe(self, ex: Exchange, outcome: str) -> None:
         now = time.time()
-        model, tenant = self.models(ex.model), self.tenants(ex.tenant)
+        model, tenant = self.models(self.model_label(ex.model)), self.tenants(ex.tenant)
         minute = int(now // 60)
         counts = request_counts(ex, outcome, model, tenant)
         budget = ex.notes.budget
         line: dict[str, Any] = {
-            "id": ex.request_id, "time": round(now, 3), "model": model, "tenant": tenant, "outcome": outcome,
+            "id": ex.request_id, "time": round(now, 3), "model": printable(ex.model), "tenant": tenant,
+            "outcome": outcome,
             "stream": ex.stream, "actions": ex.action_labels(),
             "latency_ms": round((time.perf_counter() - ex.notes.started) * 1000, 1) if ex.notes.started else None,
             "tokens_before": budget.tokens_before if budget else None,

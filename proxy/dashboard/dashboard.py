@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from ..config import Settings
+from ..models import ModelInfo
 from . import auth, live
 from .collector import Collector
 from .prices import input_price
@@ -51,7 +52,7 @@ class Dashboard:
         # With Redis (replicas), every replica adds into one set of series; else a file under storage.path.
         self.store: Any = (RedisMinuteStore(settings.state.redis_url, cfg.retention_days) if settings.state.redis_url
                            else MinuteStore(Path(settings.storage.path) / DB_FILE, cfg.retention_days))
-        self.collector = Collector(self.store, cfg.show_content)
+        self.collector = Collector(self.store, cfg.show_content, ModelInfo(settings.models).metric_label)
         pipeline.listeners.append(self.collector.observe)
         self.flushes = live.Flushes()
 
