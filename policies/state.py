@@ -7,6 +7,12 @@ after the request (and again when the exchange completes) writes back what `expo
 it differs from what was loaded. Policy code reads and writes its objects as before; replicas
 see each other's changes from the next request on. Without a shared backend nothing is encoded.
 
+A write is a compare-and-set: it lands only if the stored document is still the one this request
+loaded. When another replica wrote meanwhile, `reconcile` merges the three versions with the
+policy's `merge(base, mine, theirs)`: base is what this request loaded (None: unknown, treat it
+as the empty state), mine this replica's state, theirs what the other replica stored. Without a
+`merge`, theirs wins (first writer wins: what frozen decisions need) and becomes the local entry.
+
 Content versions (`Versions`, on `Services.versions`) tell every replica's in-memory indexes
 that a knowledge base changed, within about a second.
 """
@@ -56,15 +62,20 @@ class LocalVersions:
         self._versions[name] = version
 
 
+Merge = Callable[[S | None, S, S], S]  # (base, mine, theirs) → the merged state
+
+
 class SessionLRU(LRU[Hashable, S], Generic[S]):
     """A policy's per-session state, keyed by `Exchange.session_key`, that a shared backend can
-    carry between replicas: `encode(state) → JSON-able`, `decode(JSON-able) → state`."""
+    carry between replicas: `encode(state) → JSON-able`, `decode(JSON-able) → state`, and
+    optionally `merge(base, mine, theirs) → state` for concurrent writes (default: theirs wins)."""
 
     def __init__(self, max_entries: int, ttl_s: float | None, *, encode: Callable[[S], Any],
-                 decode: Callable[[Any], S]) -> None:
+                 decode: Callable[[Any], S], merge: Merge[S] | None = None) -> None:
         super().__init__(max_entries, ttl_s)
         self._encode = encode
         self._decode = decode
+        self._merge = merge
 
     def export(self, key: Hashable) -> str | None:
         """The session's state as a document, or None when there is none."""
@@ -82,3 +93,26 @@ class SessionLRU(LRU[Hashable, S], Generic[S]):
             self.put(key, self._decode(json.loads(doc)))
         except Exception as exc:  # a document from another version of the proxy: start the session afresh
             log.warning("session state %r could not be read (%s: %s); kept the local state", key, type(exc).__name__, exc)
+
+    def reconcile(self, key: Hashable, base: str | None, theirs: str) -> None:
+        """Another replica stored `theirs` since this one read `base`: the local entry becomes the
+        merge of the three (theirs, without a `merge`). An unreadable `theirs` leaves mine as it is;
+        an unreadable `base` counts as none."""
+        try:
+            their_state = self._decode(json.loads(theirs))
+        except Exception as exc:
+            log.warning("session state %r could not be read (%s: %s); kept the local state", key, type(exc).__name__, exc)
+            return
+        mine = self.get(key)
+        if mine is None or self._merge is None:
+            self.put(key, their_state)
+            return
+        try:
+            base_state = None if base is None else self._decode(json.loads(base))
+        except Exception:
+            base_state = None
+        try:
+            self.put(key, self._merge(base_state, mine, their_state))
+        except Exception:  # a merge that fails must not fail the request: first writer wins
+            log.exception("session state %r could not be merged; took the stored state", key)
+            self.put(key, their_state)

@@ -3,7 +3,7 @@ and `ctxwarden serve` replicas. The replica test and bench/replicas.py use it; d
 is the same topology in containers.
 
 Each `Process` owns one child; `stop()` ends it (SIGTERM, then SIGKILL), and `kill()` is for tests of
-failure behaviour.
+failure behaviour (`pause()`/`resume()`: a hung one).
 """
 
 from __future__ import annotations
@@ -62,6 +62,15 @@ class Process:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its port and connections but answers nothing (a hung server)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

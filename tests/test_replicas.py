@@ -16,6 +16,7 @@ from tests.conftest import openai_client, policies_off, running_fake
 from tests.test_compression_e2e import REPORT, archived_conversation, window_for
 from tests.test_loops_detect import A, B, convo
 from tests.test_loops_e2e import TOOLS
+from tests.tools_fixtures import all_tools, names
 
 pytestmark = pytest.mark.skipif(redis_command() is None, reason="no redis-server (Debian: apt-get install -y redis-server)")
 
@@ -26,7 +27,7 @@ CAUTIOUS = {"enabled": True, "confidence_threshold": 1.0, "quarantine_band": [0.
 
 
 def replica_policies() -> dict:
-    policies = policies_off("loops", "clash", "poisoning", "archive")
+    policies = policies_off("loops", "clash", "poisoning", "archive", "tools")
     policies.update(loops={"enabled": True, "action": "inject", "max_retries": 2},
                     clash={"enabled": True, "strategy": "ask_user"}, poisoning=CAUTIOUS)
     return policies
@@ -194,6 +195,46 @@ def test_a_tool_result_archived_on_a_is_recalled_on_b(topology, fake):
     assert fake.chat_requests[1]["messages"][-1]["content"] == REPORT  # answered by B from the shared store
 
 
+def test_the_tool_list_chosen_on_a_only_grows_on_b(topology, fake):
+    """The forwarded tool list is append-only within a session (the prompt cache keeps its prefix):
+    B starts from the list A chose, though the new request alone would rank other tools first."""
+    tools = all_tools(45)
+    turn = [{"role": "system", "content": "You are a helpful travel and office assistant."},
+            {"role": "user", "content": "Plan my trip: a flight from Madrid to Berlin on Friday, then a hotel there."}]
+    lists = []
+    for replica, request in (("a", None), ("b", "What is my horoscope today? I am a Leo."),
+                             ("a", "Define the word 'serendipity'.")):
+        if request:
+            turn += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": request}]
+        fake.reply(content="Done.")
+        create(topology[replica], turn, "tool-list", tools=tools)
+        lists.append([n for n in names(fake.chat_requests[-1]["tools"]) if n in names(tools)])
+    assert 0 < len(lists[0]) < len(tools) and "get_horoscope" in lists[1] and "define_word" in lists[2]
+    for before, after in zip(lists, lists[1:]):
+        assert after[: len(before)] == before, (before, after)
+
+
+def test_with_redis_hung_each_request_waits_at_most_its_timeout_and_says_degraded(topology, fake):
+    """SIGSTOP: Redis keeps its port and connections but answers nothing. A call slower than
+    state.timeout_s counts as down; the request goes on with per-process state."""
+    a, b, redis = topology["a"], topology["b"], topology["redis"]
+    redis.pause()
+    try:
+        for i, replica in enumerate((a, b, a)):
+            fake.reply(content=f"hung {i}")
+            started = time.monotonic()
+            answer, actions = create(replica, [{"role": "user", "content": f"are you there {i}"}], "hung")
+            assert answer.choices[0].message.content == f"hung {i}" and "state.degraded" in actions
+            assert time.monotonic() - started < 2.0  # one 0.25 s timeout, not one per call
+        for replica in (a, b):
+            ready = httpx.get(f"{replica.url}/readyz")
+            assert ready.status_code == 200 and ready.json()["state"] == "degraded"
+    finally:
+        redis.resume()
+    for replica in (a, b):
+        _wait_until_shared_again(replica)
+
+
 def test_with_redis_stopped_every_request_succeeds_and_says_degraded(topology, fake):
     a, b, redis = topology["a"], topology["b"], topology["redis"]
     redis.kill()
@@ -202,16 +243,30 @@ def test_with_redis_stopped_every_request_succeeds_and_says_degraded(topology, f
             fake.reply(content=f"answer {i}")
             answer, actions = create(replica, [{"role": "user", "content": f"hello {i}"}], "degraded")
             assert answer.choices[0].message.content == f"answer {i}" and "state.degraded" in actions
-        ready = httpx.get(f"{a.url}/readyz")
-        assert ready.status_code == 200 and ready.json()["state"] == "degraded"
-        assert "ctxwarden_state_backend_up 0.0" in httpx.get(f"{a.url}/metrics").text.replace('{backend="redis"}', "")
+        for replica in (a, b):
+            ready = httpx.get(f"{replica.url}/readyz")
+            assert ready.status_code == 200 and ready.json()["state"] == "degraded"
+            assert _backend_up(replica) == 0.0
     finally:
         redis.start(lambda p: _pings(p))
+    for replica in (a, b):
+        _wait_until_shared_again(replica)
+
+
+def _backend_up(replica) -> float:
+    for line in httpx.get(f"{replica.url}/metrics").text.splitlines():
+        if line.startswith("ctxwarden_state_backend_up"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no ctxwarden_state_backend_up in /metrics")
+
+
+def _wait_until_shared_again(replica) -> None:
+    """With no restart: /readyz says ok, the gauge is 1 and a request no longer reports degraded."""
     deadline = time.monotonic() + 5
-    while httpx.get(f"{a.url}/readyz").json()["state"] != "ok" and time.monotonic() < deadline:
+    while httpx.get(f"{replica.url}/readyz").json()["state"] != "ok" and time.monotonic() < deadline:
         time.sleep(0.1)
-    fake.reply(content="back")
-    _, actions = create(a, [{"role": "user", "content": "hello again"}], "degraded")
+    assert httpx.get(f"{replica.url}/readyz").json()["state"] == "ok" and _backend_up(replica) == 1.0
+    _, actions = create(replica, [{"role": "user", "content": "hello again"}], f"recovered-{replica.port}")
     assert "state.degraded" not in actions
 
 

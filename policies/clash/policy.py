@@ -33,7 +33,7 @@ from .edit import apply_losses
 from .judge import Judge, JudgeError
 from .question import Texts
 from .resolve import Resolution, resolve
-from .state import SessionState, decode, encode
+from .state import SessionState, decode, encode, merge_state
 
 log = logging.getLogger("ctxwarden.clash")
 
@@ -73,7 +73,8 @@ class ClashPolicy(BasePolicy):
 
     def __init__(self, config: ClashConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s, encode=encode, decode=decode)
+        self.memory: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s, encode=encode, decode=decode,
+                                                             merge=merge_state)
         self.session_states = self.memory  # carried between replicas by a shared state backend
         self.judge = Judge(config.judge_model, services, config.judge_timeout_s) if config.judge_model else None
         self._statements: LRU[str, tuple[Statement, ...]] = LRU(  # per text hash; ~1 KB a statement

@@ -45,3 +45,14 @@ def decode(doc: dict[str, Any]) -> SessionState:
         asked=set(doc["asked"]), seen_duplicates=set(doc["duplicates"]), judged=set(doc["judged"]),
         judge_findings=list(doc["findings"]),
     )
+
+
+def merge_state(base: SessionState | None, mine: SessionState, theirs: SessionState) -> SessionState:
+    """Two replicas changed the session at once: a clash both decided keeps theirs (the first
+    writer's decision is frozen), the rest is the union; judge findings keep theirs first."""
+    findings = [*theirs.judge_findings, *(f for f in mine.judge_findings if f not in theirs.judge_findings)]
+    return SessionState(
+        decisions={**mine.decisions, **theirs.decisions}, asked=theirs.asked | mine.asked,
+        seen_duplicates=theirs.seen_duplicates | mine.seen_duplicates, judged=theirs.judged | mine.judged,
+        judge_findings=findings, touched=max(theirs.touched, mine.touched),
+    )

@@ -30,7 +30,7 @@ from ..messages import Message, content_text, last_user_index
 from ..state import SessionLRU
 from .detect import Loop, find_loop, turn_start
 from .replies import error_state_answer, loop_note, stop_answer
-from .state import SessionState, decode, encode
+from .state import SessionState, decode, encode, merge_state
 
 log = logging.getLogger("ctxwarden.loops")
 
@@ -60,7 +60,8 @@ class LoopsPolicy(BasePolicy):
 
     def __init__(self, config: LoopsConfig, services: Services) -> None:
         super().__init__(config, services)
-        self.memory: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s, encode=encode, decode=decode)
+        self.memory: SessionLRU[SessionState] = SessionLRU(config.max_sessions, config.session_ttl_s, encode=encode, decode=decode,
+                                                             merge=merge_state)
         self.session_states = self.memory  # carried between replicas by a shared state backend
 
     # ------------------------------------------------------------------ request

@@ -13,6 +13,7 @@ from typing import Any
 from ..cache import LRU
 
 MAX_NOTES_PER_SESSION = 16  # loop signatures remembered per session
+MERGED_REASONS = 10  # refusal reasons a merge keeps (as the policy does: policy.MAX_REASONS)
 
 
 @dataclass
@@ -41,3 +42,22 @@ def decode(doc: dict[str, Any]) -> SessionState:
     for key, rounds in doc["notes"]:
         state.notes.put(str(key), int(rounds))
     return state
+
+
+def merge_state(base: SessionState | None, mine: SessionState, theirs: SessionState) -> SessionState:
+    """Two replicas changed the session at once: the refusal counter adds both changes (theirs +
+    mine − base, so no increment is lost), reasons keep theirs then those mine added, and the
+    loop notes are the union. `base` None (unknown): the empty state."""
+    base = base or SessionState()
+    failures = max(0, theirs.failures + mine.failures - base.failures)
+    kept = len(base.failure_reasons)
+    grew = mine.failure_reasons[:kept] == base.failure_reasons and mine.failures >= base.failures
+    added = mine.failure_reasons[kept:] if grew else mine.failure_reasons  # after a reset: all of mine
+    reasons = [*theirs.failure_reasons, *added][-min(failures, MERGED_REASONS):] if failures else []
+    turn = mine.failed_turn if mine.failed_turn != base.failed_turn else theirs.failed_turn
+    merged = SessionState(failures, reasons, turn if failures else None)
+    for key, rounds in theirs.notes.items():
+        merged.notes.put(key, rounds)
+    for key, rounds in mine.notes.items():
+        merged.notes.put(key, max(rounds, merged.notes.get(key, rounds)))
+    return merged

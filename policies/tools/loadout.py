@@ -65,12 +65,22 @@ def _decode(doc: dict[str, Any]) -> Loadout:
     return Loadout([str(n) for n in doc["names"]], str(doc["request"]), set(doc["counted"]))
 
 
+def _merge(base: Loadout | None, mine: Loadout, theirs: Loadout) -> Loadout:
+    """Two replicas changed the list at once: theirs' order, then what mine added (not in `base`,
+    None: nothing), so the list stays append-only; the newer request key; counted tools of both."""
+    before = set(base.names) if base else set()
+    have = set(theirs.names)
+    added = [n for n in mine.names if n not in before and n not in have]
+    request = mine.request if base is None or mine.request != base.request else theirs.request
+    return Loadout([*theirs.names, *added], request, theirs.counted | mine.counted)
+
+
 class Loadouts:
     """Every session's loadout. A lock makes each read-modify-write whole: the search tool
     appends from the event loop while a selection may run in a worker thread."""
 
     def __init__(self, max_sessions: int, ttl_s: float) -> None:
-        self._items: SessionLRU[Loadout] = SessionLRU(max_sessions, ttl_s, encode=_encode, decode=_decode)
+        self._items: SessionLRU[Loadout] = SessionLRU(max_sessions, ttl_s, encode=_encode, decode=_decode, merge=_merge)
         self.lock = threading.RLock()
 
     @property

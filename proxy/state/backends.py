@@ -2,8 +2,10 @@
 
 Redis holds, per session, one hash of policy → JSON document (`ctxw:s:<tenant slug>:<session
 hash>`, expiring `session_ttl_s` after its last write), and one hash of content versions
-(`ctxw:versions`). A request costs two round trips at most: HGETALL before the request policies,
-one pipelined HSET + EXPIRE after them when something changed.
+(`ctxw:versions`). A request costs two round trips in the common case: HGETALL before the request
+policies, one compare-and-set script after them when something changed. The script writes each
+document only if the stored one is still the one the request loaded, and returns the stored
+documents of the others (another replica wrote them meanwhile) for the caller to merge and retry.
 
 When Redis fails or is slower than `timeout_s`, the backend is *degraded*: requests skip it and
 policies keep their state in this process (each response reports `state.degraded`), /readyz says
@@ -28,6 +30,27 @@ log = logging.getLogger("ctxwarden.state")
 VERSIONS_KEY = "ctxw:versions"
 SESSION_PREFIX = "ctxw:s:"
 UP_METRIC = "ctxwarden.state.backend_up"
+MAX_CONNECTIONS = 128  # per replica
+POOL_WAIT_S = 1.0  # how long a request waits for a free connection before it counts Redis as down
+
+# KEYS[1]: the session hash. ARGV: ttl, then (policy, expected document or "" for none, new document)
+# per policy. Writes the documents whose stored version is the expected one; returns (policy, stored
+# document or "") for the others. A JSON document is never "", so "" can stand for "no document".
+CAS_SCRIPT = """
+local conflicts, wrote = {}, false
+for i = 2, #ARGV, 3 do
+  local stored = redis.call('HGET', KEYS[1], ARGV[i]) or ''
+  if stored == ARGV[i + 1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+    wrote = true
+  else
+    conflicts[#conflicts + 1] = ARGV[i]
+    conflicts[#conflicts + 1] = stored
+  end
+end
+if wrote then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return conflicts
+"""
 
 
 class StateBackend(Protocol):
@@ -38,7 +61,8 @@ class StateBackend(Protocol):
     def current(self, name: str) -> int: ...
     def publish(self, name: str) -> int: ...
     async def load_session(self, scope: str) -> dict[str, str] | None: ...
-    async def save_session(self, scope: str, docs: dict[str, str]) -> bool: ...
+    async def save_session(self, scope: str, docs: dict[str, str],
+                           expected: dict[str, str | None]) -> dict[str, str | None] | None: ...
     async def start(self) -> None: ...
     async def aclose(self) -> None: ...
 
@@ -52,8 +76,9 @@ class LocalState(LocalVersions):
     async def load_session(self, scope: str) -> dict[str, str] | None:
         return None
 
-    async def save_session(self, scope: str, docs: dict[str, str]) -> bool:
-        return False
+    async def save_session(self, scope: str, docs: dict[str, str],
+                           expected: dict[str, str | None]) -> dict[str, str | None] | None:
+        return None
 
     async def start(self) -> None:
         return None
@@ -73,7 +98,13 @@ class RedisState:
                        decode_responses=True)
         self.config = config
         self.metrics = metrics
-        self.client = redis.asyncio.Redis.from_url(config.redis_url, max_connections=128, **options)
+        # A blocking pool: a burst of more concurrent requests than connections waits for one (up to
+        # POOL_WAIT_S) instead of failing with "Too many connections" and marking Redis down.
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            config.redis_url, max_connections=MAX_CONNECTIONS, timeout=max(POOL_WAIT_S, config.timeout_s), **options)
+        self.pool = pool  # closed by aclose() (Redis.from_pool needs redis-py ≥ 5.0.1)
+        self.client = redis.asyncio.Redis(connection_pool=pool)
+        self._cas = self.client.register_script(CAS_SCRIPT)  # EVALSHA; loads the script when Redis lacks it
         self._sync = redis.Redis.from_url(config.redis_url, **options)  # publish() runs in worker threads
         self.versions = LocalVersions()
         self.up = True  # until a call fails: the first request need not wait for the first poll
@@ -110,19 +141,22 @@ class RedisState:
             self._mark(False, exc)
             return None
 
-    async def save_session(self, scope: str, docs: dict[str, str]) -> bool:
+    async def save_session(self, scope: str, docs: dict[str, str],
+                           expected: dict[str, str | None]) -> dict[str, str | None] | None:
+        """Compare-and-set: each document is written if the stored one is still `expected[policy]`
+        (None: no document). Returns the conflicts, policy → the stored document (None: none), {}
+        when all were written; None when Redis failed (nothing is known to be written)."""
         if not self.up:
-            return False
-        key = SESSION_PREFIX + scope
+            return None
+        args: list[Any] = [max(1, int(self.config.session_ttl_s))]
+        for name, doc in docs.items():
+            args += [name, expected.get(name) or "", doc]
         try:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping=docs)
-                pipe.expire(key, int(self.config.session_ttl_s))
-                await pipe.execute()
-            return True
+            found = await self._cas(keys=[SESSION_PREFIX + scope], args=args)
         except Exception as exc:
             self._mark(False, exc)
-            return False
+            return None
+        return {found[i]: found[i + 1] or None for i in range(0, len(found), 2)}
 
     # ------------------------------------------------------------------ versions
 
@@ -165,6 +199,8 @@ class RedisState:
             self._poller = None
         with contextlib.suppress(Exception):
             await self.client.aclose()
+        with contextlib.suppress(Exception):
+            await self.pool.disconnect()
         with contextlib.suppress(Exception):
             self._sync.close()
 
