@@ -180,7 +180,7 @@ async def test_the_policy_never_mutates_the_clients_messages():
     assert await policy.on_request(ex) is None
     assert messages == before and ex.original_messages is messages
     assert ex.messages is not messages and ex.messages[0]["content"] == "We're 2 adults."
-    assert [a.label for a in ex.actions] == ["clash.resolve"]
+    assert [a.label for a in ex.actions] == ["clash.decided", "clash.resolve"]
 
 
 async def test_untouched_requests_keep_the_clients_list():

@@ -181,6 +181,22 @@ def test_clashes_loops_and_poisoning_are_counted_by_type_resolution_and_kind():
     assert s["actions"]["by_policy"] == {"clash": 3, "loops": 1, "poisoning": 1}
 
 
+async def test_a_clash_the_strategy_resolves_counts_once_by_type_and_resolution():
+    from ctxwarden.proxy.dashboard.collector import request_counts
+    from tests.test_clash_resolve import conversation, exchange, make_policy
+
+    policy, _ = make_policy()
+    messages = conversation("We're 2 adults. I'm in Oslo.", "I'm in Bergen now.")
+    first = exchange(messages)
+    await policy.on_request(first)
+    again = exchange(messages + [{"role": "assistant", "content": "Noted."}, {"role": "user", "content": "Thanks."}])
+    await policy.on_request(again)  # the same clash, already decided: resolved again, not counted again
+    counts = [request_counts(ex, "responded", "gpt-4o", "-") for ex in (first, again)]
+    clashes = [{k[1]: v for k, v in c.items() if k[0] == "clash"} for c in counts]
+    assert len(clashes[0]) == 1 and next(iter(clashes[0])).endswith("/decided") and clashes[1] == {}
+    assert "clash.resolve" in [a.label for a in again.actions]
+
+
 def test_poisoning_alert_follows_the_alert_rate():
     now = 1_700_000_000.0
     minute = int(now // 60)

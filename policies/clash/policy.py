@@ -169,6 +169,7 @@ class ClashPolicy(BasePolicy):
                 self.record(ex, "unresolved", type=c.type, label=c.label, reason=d.how)
             else:
                 self._count("resolved", c, strategy=d.how, by="auto")
+                self.record(ex, "decided", type=c.type, label=c.label, winner=d.winner, strategy=d.how)
         if res.decided:
             log.info("session %s: %d new clash decision(s): %s", ex.session_id, len(res.decided),
                      "; ".join(f"{c.type} {c.label} {c.older.st.value!r}→{c.newer.st.value!r}: {d.winner} ({d.how})"

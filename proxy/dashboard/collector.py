@@ -18,7 +18,7 @@ RECENT = 50
 CONTENT_CHARS = 400
 POISONING_BLOCKED = frozenset({"blocked", "input_rejected", "input_dropped"})
 POISONING_QUARANTINED = frozenset({"quarantined", "input_quarantined"})
-CLASH_DECISIONS = frozenset({"correction", "user_answer", "unresolved", "ask_user"})
+CLASH_DECISIONS = frozenset({"decided", "correction", "user_answer", "unresolved", "ask_user"})  # one each, when made
 
 
 def printable(value: Any) -> str:
