@@ -145,6 +145,8 @@ class ChatHandler:
                 fail_span(span, exc.status, exc.code)
                 if ex is not None:
                     await self.pipeline.complete(ex, "rejected")
+                else:
+                    self.pipeline.unreadable(request_id, started)
             else:
                 fail_span(span, response.status_code, str(response.status_code))  # a relayed upstream 5xx
             span.set_attribute("http.response.status_code", response.status_code)

@@ -103,6 +103,18 @@ class Pipeline:
                 return 0
         return allowed
 
+    def unreadable(self, request_id: str, started: float) -> None:
+        """A request refused before it became an exchange (its body unreadable or invalid): the
+        listeners still see it, as an empty exchange that was rejected, so what they count is every
+        request received. The policies never saw it, so they are not told."""
+        ex = Exchange(request_id=request_id, model="", messages=[], tools=None, body={})
+        ex.notes.started = started
+        for listener in self.listeners:
+            try:
+                listener(ex, "rejected")
+            except Exception:
+                log.exception("completion listener %r failed", listener)
+
     async def complete(self, ex: Exchange, outcome: Outcome) -> None:
         """Tell the policies how the exchange ended ("ok", "rejected", "blocked", "responded", "cut"),
         then the listeners (the proxy's own observers: e.g. the dashboard's request log)."""
@@ -148,8 +160,12 @@ class Pipeline:
             span.set_status(Status(StatusCode.ERROR, str(exc)))
             verdict = None
         if span.is_recording():
-            for action in ex.actions[before:]:
+            acted = ex.actions[before:]
+            for action in acted:
                 span.add_event(action.label, {k: _attr(v) for k, v in action.detail.items()})
+            # The decision, always: the verdict's kind, else what it did, else that it let the request pass.
+            decision = type(verdict).__name__ if verdict is not None else ",".join(a.name for a in acted) or "pass"
+            span.set_attribute("ctxwarden.decision", decision[:200])
         if verdict is not None:
             span.set_attribute("ctxwarden.verdict", type(verdict).__name__)
             ex.notes.verdict_by = policy.name  # who refused or answered: read in on_complete

@@ -165,4 +165,5 @@ def test_each_policy_span_carries_its_decision(fake, start_proxy, collector):
     loops = policies["loops"]
     assert attrs(loops)["ctxwarden.verdict"] == "Respond" and [e.name for e in loops.events] == ["loops.stop"]
     assert "ctxwarden.verdict" not in attrs(policies["budget"]) and not policies["budget"].events  # it let it pass
+    assert attrs(loops)["ctxwarden.decision"] == "Respond" and attrs(policies["budget"])["ctxwarden.decision"] == "pass"
     assert not [s for s in spans if s.kind == Span.SPAN_KIND_CLIENT]  # answered by the proxy: no upstream call

@@ -106,7 +106,9 @@ class Collector:
 
     def observe(self, ex: Exchange, outcome: str) -> None:
         now = time.time()
-        model, tenant = self.models(self.model_label(ex.model)), self.tenants(ex.tenant)
+        # No model: a request refused before its body could be read ("-", like a request without a tenant).
+        model = self.models(self.model_label(ex.model)) if ex.model else "-"
+        tenant = self.tenants(ex.tenant)
         minute = int(now // 60)
         counts = request_counts(ex, outcome, model, tenant)
         budget = ex.notes.budget
