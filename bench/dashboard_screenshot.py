@@ -4,7 +4,7 @@
 
 Starts the fake upstream and the proxy in process (temporary store), sends traffic through the
 official openai SDK (three models, two tenants, long histories the history policy compacts,
-answers the poisoning policy blocks or quarantines, a tool-call loop the loops policy stops),
+answers the poisoning policy blocks, a clash the strategy settles, a tool-call loop the loops policy stops),
 then signs in with Debian's chromium (playwright-python, executable_path) and takes the picture.
 """
 
@@ -35,19 +35,33 @@ FACTS = [{"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France.
 def traffic(proxy: LocalServer, fake: FakeUpstream) -> None:
     import openai
 
+    from ctxwarden.proxy.demo import _call
+
     httpx.post(f"{proxy.url}/admin/kb/documents", json={"documents": FACTS},
                headers={"authorization": f"Bearer {KEY}"}).raise_for_status()
     clients = {t: openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-demo", max_retries=0,
                                 default_headers={"x-ctxwarden-tenant": t} if t else None) for t in ("acme", "globex", None)}
     models = ["gpt-4o", "gpt-4o-mini", "claude-3-5-sonnet"]
-    for i in range(24):
+    for i in range(24):  # long histories on small windows: the history policy compacts them
         client = list(clients.values())[i % 3]
-        history = [{"role": "user" if j % 2 == 0 else "assistant", "content": f"Step {j}: " + "lorem ipsum dolor " * 60}
+        history = [{"role": "user" if j % 2 == 0 else "assistant", "content": "lorem ipsum dolor sit amet " * 45}
                    for j in range(30 if i % 3 == 0 else 2)]
         client.chat.completions.create(model=models[i % 3], messages=[*history, {"role": "user", "content": f"go on {i}"}])
-    for content in ["The Eiffel Tower is located in London."] * 3 + ["Inception is starring Tom Cruise."]:
-        fake.reply(content=content)
-        clients[None].chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Tell me."}])
+    wrong = [("Where is the Eiffel Tower?", "The Eiffel Tower is located in London."),
+             ("Which city has the Eiffel Tower?", "The Eiffel Tower is located in Berlin."),
+             ("Who stars in Inception?", "Inception is starring Tom Cruise."),
+             ("Who is the lead actor of Inception?", "Inception is starring Brad Pitt.")]
+    for question, answer in wrong:  # each its own conversation: blocked or quarantined
+        fake.reply(content=answer)
+        clients[None].chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": question}])
+    fake.reply(content="Noted.")
+    trip = [{"role": "user", "content": "We're 2 adults and I'm in Oslo."}, {"role": "assistant", "content": "Got it."},
+            {"role": "user", "content": "I'm in Bergen now, find a hotel."}]
+    clients["acme"].chat.completions.create(model="gpt-4o", messages=trip)  # a clash the strategy settles
+    looping = [{"role": "user", "content": "Weather in Paris?"},
+               *[m for i in range(3) for m in (_call(f"w{i}", "get_weather", {"city": "Paris"}),
+                                               {"role": "tool", "tool_call_id": f"w{i}", "content": "error: timeout"})]]
+    clients["globex"].chat.completions.create(model="gpt-4o", messages=looping)  # the loops policy stops it
 
 
 def main() -> None:
