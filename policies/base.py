@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, ClassVar, Literal, Protocol, Sequen
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import CtxwardenError
+from .errors import CtxwardenError, HintError
 from .messages import Message, Tool
 
 Pressure = Literal["none", "compress", "aggressive"]
@@ -209,6 +209,30 @@ def check_tenant(name: str, param: str = "x-ctxwarden-tenant") -> str:
     if not name.isprintable():
         raise TenantError(f"{param}: the tenant name {name!r} contains control or non-printable characters", param)
     return name
+
+
+MAX_NAME_LENGTH = 256  # of a user or task name: whose request it is inside its tenant (memory, archive)
+
+
+def check_name(value: object, param: str) -> str:
+    """A user or task name: a printable string of 1-256 characters (HintError, an HTTP 400, if not)."""
+    if not isinstance(value, str) or not value:
+        raise HintError(f"{param} must be a non-empty string", param)
+    if len(value) > MAX_NAME_LENGTH or not value.isprintable():
+        raise HintError(f"{param} must be at most {MAX_NAME_LENGTH} printable characters", param)
+    return value
+
+
+def user_and_task(ex: Exchange, check: bool = True) -> tuple[str, str]:
+    """x-ctxwarden-user (else the OpenAI `user` field) and x-ctxwarden-task; "" for one not given.
+    `check`: HintError for an invalid one (else each is taken as sent: still a scope, never an error)."""
+    header = ex.headers.get("x-ctxwarden-user")
+    user = header if header is not None else ex.body.get("user") if isinstance(ex.body.get("user"), str) else ""
+    task = ex.headers.get("x-ctxwarden-task") or ""
+    if check:
+        user = check_name(user, "x-ctxwarden-user") if header is not None or user else ""
+        task = check_name(task, "x-ctxwarden-task") if task else ""
+    return user, task
 
 
 @dataclass

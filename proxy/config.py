@@ -237,6 +237,7 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
     """The embedded default, with the user's file (and then `overrides`) merged over it."""
     data = yaml.safe_load(default_yaml_text()) or {}
     source = "<embedded default config/ctxwarden.yaml>"
+    explicit: dict[str, Any] = {}
     if path is not None:
         source = str(path)
         try:
@@ -252,9 +253,40 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
         if not isinstance(user, dict):
             raise ConfigError(source, ["the top level must be a mapping of sections"])
         data = merge_config(data, _paths_from(user, Path(path)))
+        explicit = user
     if overrides:
         data = merge_config(data, overrides)
-    return parse_settings(data, source)
+        explicit = merge_config(explicit, overrides)
+    return parse_settings(inherit_settings(data, explicit), source)
+
+
+def _section(data: Any, *path: str) -> dict[str, Any]:
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def inherit_settings(data: dict[str, Any], explicit: dict[str, Any]) -> dict[str, Any]:
+    """Settings one policy takes from another's when the user set none (issue 15; `explicit` is what
+    the user's file and overrides set, null counting as unset; an explicit setting wins):
+      memory.strategy     ← clash.strategy (whether or not the clash policy is enabled);
+      memory.judge_model  ← poisoning.judge.model, for `extract: llm`, when that judge is served by the
+                            proxy's upstream: memory calls the model through it, never through
+                            judge.base_url / api_key_env, so a judge with an endpoint of its own is not taken."""
+    memory = _section(data, "policies", "memory")
+    if not memory:
+        return data
+    memory = dict(memory)
+    if _section(explicit, "policies", "memory").get("strategy") is None:
+        memory.pop("strategy", None)  # memory's own default when clash has none
+        strategy = _section(data, "policies", "clash").get("strategy")
+        if strategy is not None:
+            memory["strategy"] = strategy
+    judge = _section(data, "policies", "poisoning", "judge")
+    if memory.get("extract") == "llm" and memory.get("judge_model") is None and judge.get("model") \
+            and not judge.get("base_url"):
+        memory["judge_model"] = judge["model"]
+    return {**data, "policies": {**data["policies"], "memory": memory}}
 
 
 def server_url(explicit: str | None, settings: Settings) -> str:

@@ -25,7 +25,7 @@ from ..cache import LRU
 from ..messages import Message, content_text, last_user_index
 from .digest import digest
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
-from .scratchpad import STUB_PREFIX, archive_ref, refs_in, shared_scratchpad, stub_text
+from .scratchpad import STUB_PREFIX, archive_ref, owner_of, refs_in, shared_scratchpad, stub_text
 
 STUB_FLOOR_TOKENS = 80  # aggressive mode: results this small are cheaper kept than stubbed
 
@@ -177,9 +177,10 @@ class ArchivePolicy(BasePolicy):
         if not cands:
             return
         knowns = await asyncio.to_thread(self._make_stubs, messages, cands, ex.model)
+        owner = owner_of(ex)
         for cand, known in zip(cands, knowns):
             original = messages[cand.index]
-            self.scratchpad.put(ex.tenant, cand.ref, cand.text, kind="tool_result",
+            self.scratchpad.put(ex.tenant, cand.ref, cand.text, owner, kind="tool_result",
                                 tool_call_id=original.get("tool_call_id", ""), tokens=cand.tokens, gist=known.gist)
             replaced: Message = {"role": "tool", "tool_call_id": original.get("tool_call_id"), "content": known.stub}
             if original.get("name"):

@@ -33,7 +33,7 @@ from .compose import Sizing, UnitCosts, mentions_after, result_lines, split_span
 from .events import Marks, Plan, PlannedSegment, plan
 from .layout import Body
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
-from .scratchpad import refs_in, shared_scratchpad, span_ref
+from .scratchpad import NO_OWNER, owner_of, refs_in, shared_scratchpad, span_ref
 from .summarizer import Summarizer, SummaryResult, render_transcript
 from .timestamps import message_times
 
@@ -187,7 +187,9 @@ class HistoryPolicy(BasePolicy):
         start, end = body.span(seg.start, seg.end)
         at_end = body.span(seg.at, seg.at)[0]  # the first message after the event boundary (span handles the end)
         shape = f"{end - start}|{at_end}|" + ",".join(f"{c.kind}{c.start}-{c.end}@{c.at}" for c in seg.children)
-        return span_key(ex.tenant, [shape, *body.hashes[start:at_end]])
+        owner = owner_of(ex)  # a block archives its span for one user and task: theirs alone to recall
+        scope = [] if owner == NO_OWNER else [f"owner:{owner[0]}\x00{owner[1]}"]
+        return span_key(ex.tenant, [*scope, shape, *body.hashes[start:at_end]])
 
     async def _block(self, ex: Exchange, body: Body, seg: PlannedSegment, made: list[str]) -> SummaryBlock:
         """The block for a planned segment: cached, being made by a concurrent request, or made now."""
@@ -263,10 +265,12 @@ class HistoryPolicy(BasePolicy):
         cfg: HistoryConfig = self.config
         if not cfg.archive_spans or self.services.store is None:
             return ()
+        owner = owner_of(ex)
         for r in results:
-            self.scratchpad.put(ex.tenant, r.ref, r.text, kind="tool_result", tool_call_id=r.tool_call_id)
+            self.scratchpad.put(ex.tenant, r.ref, r.text, owner, kind="tool_result", tool_call_id=r.tool_call_id)
         ref = span_ref(key)
-        self.scratchpad.put(ex.tenant, ref, render_transcript(said, limit=10**9), kind="history_span", messages=len(said))
+        self.scratchpad.put(ex.tenant, ref, render_transcript(said, limit=10**9), owner, kind="history_span",
+                            messages=len(said))
         return (ref,)
 
     def _note_fallback(self, ex: Exchange, result: SummaryResult) -> None:

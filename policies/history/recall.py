@@ -4,7 +4,8 @@ and answers the model's calls to it from the scratchpad (the proxy's tool rounds
 By ref it returns the archived text whole; with a query it searches inside what this conversation
 archived (the refs its forwarded context shows, so nothing of another conversation or tenant is
 reachable) and returns the best-matching parts: "the order with id 4711" finds that item of a JSON
-result whose digest elided it."""
+result whose digest elided it. Either way only what this tenant, user and task archived is found
+(scratchpad.py: isolation); someone else's ref is answered as an unknown one."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from ..base import Exchange, ProxyTool, Services
 from .archive_search import ArchiveSearch, render_hits
-from .scratchpad import RECALL_TOOL_NAME, Scratchpad, refs_in
+from .scratchpad import RECALL_TOOL_NAME, Scratchpad, owner_of, refs_in
 
 VALID_REF = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
@@ -67,10 +68,10 @@ def recall_handler(pad: Scratchpad, record: RecordFn) -> Callable[[Exchange, str
                     'or summary), {"query": "<what to find>"}, or both.')
         if query:
             return await _search_archive(ex, pad, record, ref, query)
-        text = await pad.get(ex.tenant, ref)
+        text = await pad.get(ex.tenant, ref, owner_of(ex))
         if text is None:
             record(ex, "recall_unknown", ref=ref)
-            return f"error: nothing is archived under ref={ref} for this conversation's tenant (unknown or expired reference)."
+            return f"error: nothing is archived under ref={ref} for this conversation (unknown or expired reference)."
         record(ex, "recall", ref=ref, chars=len(text))
         return text
 
@@ -79,9 +80,9 @@ def recall_handler(pad: Scratchpad, record: RecordFn) -> Callable[[Exchange, str
 
 async def _search_archive(ex: Exchange, pad: Scratchpad, record: RecordFn, ref: str, query: str) -> str:
     refs = [ref] if ref else refs_in(ex.messages)
-    docs = {}
+    docs, owner = {}, owner_of(ex)
     for r in refs:
-        text = await pad.get(ex.tenant, r)
+        text = await pad.get(ex.tenant, r, owner)
         if text is not None:
             docs[r] = text
     hits = await asyncio.to_thread(_search.search, docs, query, SEARCH_HITS)

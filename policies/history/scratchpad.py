@@ -7,6 +7,13 @@ Ids are deterministic (a hash of the content and the tool call id), so the same 
 archived under the same refs on every turn, and a lost write heals itself: the client resends
 the original with its next request, and it is archived again.
 
+Isolation (tenant → user → task): an entry belongs to the tenant, user and task of the request that
+archived it (the user and task as the memory policy reads them: base.user_and_task). Its id is the
+ref and a hash of that owner, so only a request of the same user and task finds it, by ref or by
+query; one that names neither uses the bare ref, as before owners existed, and still reads the
+archives written then (no owner in their metadata). The history policy's block keys name the owner
+too, so each user's task summarizes (and archives) its own spans.
+
 Retention (archive.retention_days, archive.max_items per tenant): entries older than the retention
 are never served, and are deleted from Chroma by the background writer, amortized: a tenant's
 collection is pruned after every PRUNE_EVERY writes to it (max_items / 10 if smaller; and on its
@@ -26,7 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ..base import Services
+from ..base import Exchange, Services, user_and_task
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text
 
@@ -37,6 +44,25 @@ REF_RE = re.compile(r"ref=((?:ar|hs)_[A-Za-z0-9_-]{8,64})")
 STUB_PREFIX = "[archived tool result ref="
 COLLECTION = "scratchpad"
 VECTOR_DIM = 64
+Owner = tuple[str, str]  # (user, task) inside the tenant
+NO_OWNER: Owner = ("", "")
+
+
+def owner_of(ex: Exchange) -> Owner:
+    """Whose archive a request writes and reads: its user and task, as the memory policy reads them,
+    taken as sent (an invalid name still makes a scope; the memory policy is the one to refuse it)."""
+    return user_and_task(ex, check=False)
+
+
+def stored_id(ref: str, owner: Owner) -> str:
+    """An entry's id in memory and in Chroma: the bare ref without an owner, else the ref and the owner's hash."""
+    return ref if owner == NO_OWNER else f"{ref}.{stable_hash(list(owner))[:16]}"
+
+
+def _owned_by(meta: dict[str, Any] | None, owner: Owner) -> bool:
+    meta = meta or {}
+    return (meta.get("user", ""), meta.get("task", "")) == owner
+
 
 def archive_ref(content: str, tool_call_id: str) -> str:
     """The ref of an archived tool result: stable for the same content and call."""
@@ -109,9 +135,9 @@ class Scratchpad:
 
     # ------------------------------------------------------------------ write
 
-    def put(self, tenant: str | None, ref: str, text: str, **meta: Any) -> bool:
-        """Archive `text` under `ref` (memory now, Chroma soon). False if it was already there."""
-        key = (tenant, ref)
+    def put(self, tenant: str | None, ref: str, text: str, owner: Owner = NO_OWNER, **meta: Any) -> bool:
+        """Archive `text` under `ref` for `owner` (memory now, Chroma soon). False if it was already there."""
+        key = (tenant, stored_id(ref, owner))
         started = time.perf_counter()
         known = self.memory.get(key)
         if known is not None:
@@ -120,7 +146,8 @@ class Scratchpad:
                 self._pending[key] = known  # an earlier write failed: try again
                 self._schedule_flush()
             return False
-        entry = _Entry(text, {**meta, "created": time.time()})
+        owned = {"user": owner[0], "task": owner[1]} if owner != NO_OWNER else {}
+        entry = _Entry(text, {**meta, **owned, "created": time.time()})
         self.memory[key] = entry
         self.memory_bytes += len(text)
         self._evict()
@@ -196,17 +223,19 @@ class Scratchpad:
 
     # ------------------------------------------------------------------ read
 
-    async def get(self, tenant: str | None, ref: str) -> str | None:
+    async def get(self, tenant: str | None, ref: str, owner: Owner = NO_OWNER) -> str | None:
+        """The text archived under `ref` by `owner` in `tenant`; None when expired or someone else's."""
         started = time.perf_counter()
+        ref = stored_id(ref, owner)
         entry = self.memory.get((tenant, ref))
-        if entry is not None and self._expired(entry.meta.get("created")):
+        if entry is not None and (self._expired(entry.meta.get("created")) or not _owned_by(entry.meta, owner)):
             entry = None
         source = "memory"
         text = entry.text if entry else None
         if text is None and self.services.store is not None:
             source = "store"
             try:
-                text = await asyncio.to_thread(self._read_store, tenant, ref)
+                text = await asyncio.to_thread(self._read_store, tenant, ref, owner)
             except Exception as exc:
                 log.exception("scratchpad: reading %s failed", ref)
                 self.services.metrics.add("ctxwarden.scratchpad.errors", 1, op="read", error=type(exc).__name__)
@@ -215,11 +244,12 @@ class Scratchpad:
         self.services.metrics.record("ctxwarden.scratchpad.read_ms", (time.perf_counter() - started) * 1000, source=source)
         return text
 
-    def _read_store(self, tenant: str | None, ref: str) -> str | None:
+    def _read_store(self, tenant: str | None, ref: str, owner: Owner) -> str | None:
         col = self.services.store.collection(COLLECTION, tenant)  # type: ignore[union-attr]
         got = col.get(ids=[ref], include=["documents", "metadatas"])
         docs, metas = got.get("documents") or [], got.get("metadatas") or [{}]
-        return docs[0] if docs and not self._expired((metas[0] or {}).get("created")) else None
+        meta = metas[0] or {}
+        return docs[0] if docs and not self._expired(meta.get("created")) and _owned_by(meta, owner) else None
 
     # ------------------------------------------------------------------ retention
 

@@ -16,12 +16,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..base import TenantError, check_tenant
+from ..base import TenantError, check_name, check_tenant
 from ..text.statements.extract import extract
 from .calibrate import Calibration
 from .config import KINDS, MemoryConfig
 from .extract import Candidate, candidates
-from .hints import HintError, Owner, check_name, check_scope
+from .hints import HintError, Owner, check_scope
 from .store import MemoryStore
 from .writer import Provenance, write
 

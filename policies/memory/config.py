@@ -18,7 +18,9 @@ class MemoryConfig(PolicyConfig):
     top_k: int = Field(5, ge=1, le=50)  # memories injected at most per request
     max_tokens: int = Field(300, ge=10)  # tokens the injected block may take
     extract: Literal["local", "llm"] = "local"  # local: typed statements; llm: judge_model, strict JSON
-    judge_model: str | None = None  # the model `extract: llm` asks (required then; not taken from poisoning.judge)
+    # The model `extract: llm` asks (required then). Unset in the user's config: poisoning.judge.model,
+    # when that judge uses the proxy's upstream (proxy/config.py: inherit_settings).
+    judge_model: str | None = None
     judge_timeout_s: float = Field(10, gt=0)
     # Also read the tool results of each turn (those after the latest user message) for memories
     # (source "tool"). Off by default: a tool result is not the user's word, and what it says
@@ -26,6 +28,7 @@ class MemoryConfig(PolicyConfig):
     # or constraint: a page saying "always ..." must not become a standing rule).
     tool_results: bool = False
     tool_result_kinds: list[Kind] = ["fact", "preference"]
+    # Unset in the user's config: clash.strategy (proxy/config.py: inherit_settings).
     strategy: Literal["prefer_recent", "ask_user", "merge", "keep_existing"] = "prefer_recent"
     recent_s: float = Field(3600, ge=0)  # a memory younger than this scores recent_bonus more
     recent_bonus: float = Field(0.1, ge=0, le=1)
@@ -41,5 +44,6 @@ class MemoryConfig(PolicyConfig):
     @model_validator(mode="after")
     def _llm_needs_a_model(self) -> "MemoryConfig":
         if self.extract == "llm" and not self.judge_model:
-            raise ValueError("extract: llm needs judge_model (the model that extracts memories)")
+            raise ValueError("extract: llm needs judge_model (the model that extracts memories; poisoning.judge.model "
+                             "is taken when set and served by the proxy's upstream, not by a judge.base_url)")
         return self

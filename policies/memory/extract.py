@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from ..text.statements.extract import extract
 from ..text.statements.model import Sentence, Statement, split_sentences
 
-MIN_QUALITY = 0.5  # the write gate: a candidate scoring less is not stored
+# The write gate (RF-005) is not a score threshold. Relevance is the tests of _judge: a sentence
+# that is dated, a need for now, a request with its own specifics, or holds nothing lasting is no
+# memory. Consistency is checked later: with the knowledge base (the poisoning policy's check:
+# memory.rejected) and with earlier memories (writer.py: duplicates merge, contradictions follow the
+# strategy). `quality` (0.5-1) only records how plainly the sentence states it, in the memory's
+# provenance: on bench/memories.py every candidate scores 0.8 or more and the few wrong ones score
+# 0.8 and 1.0 like the right ones, so a threshold on it would only cut recall.
 _ONE_OFF_FAMILIES = ("v.", "date.", "time.")  # values that name the specifics of one request
 _REQUEST_VALUES = (*_ONE_OFF_FAMILIES, "count.")  # ... and how many: "two nights", "a table for four"
 # The user as the grammatical subject (a closed class of pronouns): statements read by the generic
@@ -37,7 +43,8 @@ _SPEAKER_SUBJECT = re.compile(r"^\W*(?:i|i'm|im|i'd|i've|i'll|we|we're|we'd|we'v
 
 @dataclass(frozen=True)
 class Candidate:
-    """A memory the extractor proposes: its text, kind, gate score and the statements behind it."""
+    """A memory the extractor proposes: its text, kind, how plainly it is stated (recorded, not a gate)
+    and the statements behind it."""
 
     text: str
     kind: str
@@ -66,7 +73,7 @@ def candidates(text: str) -> list[Candidate]:
         after = sentences[n + 1] if n + 1 < len(sentences) else None
         asks = sentence.question or (after is not None and after.question and after.index not in by_sentence)
         candidate = _judge(sentence, found, asks)
-        if candidate is not None and candidate.quality >= MIN_QUALITY:
+        if candidate is not None:
             out.append(candidate)
     return out
 
@@ -121,7 +128,7 @@ def _kind(s: Sentence, lasting: list[Statement]) -> str:
 
 
 def _quality(s: Sentence, lasting: list[Statement]) -> float:
-    """The gate's relevance: how plainly the sentence states something lasting (0-1)."""
+    """How plainly the sentence states something lasting (0.5-1): provenance, not a gate (above)."""
     score = 0.6
     if s.first_person or s.imperative:
         score += 0.2

@@ -13,19 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..base import Exchange
-from ..errors import CtxwardenError
+from ..base import Exchange, user_and_task
+from ..errors import HintError
 from .config import SCOPES
-
-MAX_NAME_LENGTH = 256
-
-
-class HintError(CtxwardenError, ValueError):
-    """A memory hint the client sent is not valid (an HTTP 400 naming the header)."""
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 @dataclass(frozen=True)
@@ -36,15 +26,6 @@ class Owner:
     user: str
     task: str = ""
     scope: str = "private"
-
-
-def check_name(value: object, param: str) -> str:
-    """A user or task name: a printable string of 1-256 characters."""
-    if not isinstance(value, str) or not value:
-        raise HintError(f"{param} must be a non-empty string", param)
-    if len(value) > MAX_NAME_LENGTH or not value.isprintable():
-        raise HintError(f"{param} must be at most {MAX_NAME_LENGTH} printable characters", param)
-    return value
 
 
 def check_scope(value: object, param: str = "x-ctxwarden-scope") -> str:
@@ -63,14 +44,8 @@ def owner_of(ex: Exchange) -> Owner | None:
             raise HintError(f"x-ctxwarden-memory must be on or off (got {switch[:40]!r})", "x-ctxwarden-memory")
         if switch == "off":
             return None
-    user = hints.get("x-ctxwarden-user")
-    if user is None:
-        user = ex.body.get("user")
-        if not isinstance(user, str) or not user:
-            return None
-    user = check_name(user, "x-ctxwarden-user")
-    task = hints.get("x-ctxwarden-task") or ""
-    if task:
-        task = check_name(task, "x-ctxwarden-task")
+    user, task = user_and_task(ex)  # the archive reads the same (policies/base.py)
+    if not user:
+        return None
     scope = check_scope(hints.get("x-ctxwarden-scope", "private").strip().lower())
     return Owner(ex.tenant, user, task, scope)

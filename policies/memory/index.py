@@ -20,6 +20,7 @@ class UserIndex:
         self._live = np.zeros(0, dtype=bool)
         self.loaded_at = time.monotonic()
         self.version: object = None  # the store's version token when loaded
+        self.published = 0  # the tenant's Services.versions version when loaded or last checked
         self.checking = False  # a refresh check is under way
 
     def __len__(self) -> int:

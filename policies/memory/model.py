@@ -43,7 +43,7 @@ class Memory:
     superseded_by: str = ""  # the newer memory's id, when it was superseded ("" : live)
     reason: str = ""  # why it was superseded
     source: str = "conversation"  # conversation | tool | api
-    quality: float = 1.0  # the write gate's score
+    quality: float = 1.0  # how plainly the turn stated it (extract.py: recorded, not a gate)
     slots: tuple[str, ...] = ()  # the statement slots it sets (clash/supersede reads only these)
 
     @property

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,8 @@ class MemoryPolicy(BasePolicy):
         if self._store is None:
             if self.services.store is None or self.services.embedder is None:
                 raise MemoryUnavailable("memory needs the store and an embedder (Services.store, Services.embedder)")
-            self._store = MemoryStore(self.services.store, self.services.embedder, self.config.max_users)
+            self._store = MemoryStore(self.services.store, self.services.embedder, self.config.max_users,
+                                      self.services.versions)
         return self._store
 
     async def calibration(self) -> Calibration:
@@ -210,6 +212,12 @@ class MemoryPolicy(BasePolicy):
         index = self.store.cached(owner.tenant, owner.user)
         if index is None:
             return await asyncio.to_thread(self.store.index, owner.tenant, owner.user)
+        published = self.store.published(owner.tenant)
+        if published != index.published:  # a replica wrote in this tenant (Services.versions): look now
+            index.published = published
+            await self._refresh(owner, index)
+            fresh = self.store.cached(owner.tenant, owner.user)  # reloaded: a new index (an empty one is falsy)
+            return index if fresh is None else fresh
         self._maybe_refresh(owner, index)
         return index
 
@@ -229,24 +237,23 @@ class MemoryPolicy(BasePolicy):
         return Given(block_text([s.memory.text for s in chosen]), tuple(s.memory.id for s in chosen))
 
     def _maybe_refresh(self, owner: Owner, index: Any) -> None:
-        """Every refresh_s, look in the background for writes by another process; reload if any."""
-        import time
-
+        """Every refresh_s, look in the background for writes by another process; reload if any (the
+        fallback when no state backend carries versions between replicas, or a publish was lost)."""
         if index.checking or time.monotonic() - index.loaded_at < self.config.refresh_s or self.config.refresh_s == 0:
             return
         index.checking = True
+        asyncio.get_running_loop().create_task(self._refresh(owner, index))
 
-        async def check() -> None:
-            try:
-                if await asyncio.to_thread(self.store.stale, owner.tenant, owner.user):
-                    await asyncio.to_thread(self.store.reload, owner.tenant, owner.user)
-                index.loaded_at = time.monotonic()
-            except Exception as exc:  # the cached memories stay in use
-                log.warning("memory: refresh of %s failed: %s", owner.user, exc)
-            finally:
-                index.checking = False
-
-        asyncio.get_running_loop().create_task(check())
+    async def _refresh(self, owner: Owner, index: Any) -> None:
+        """Reload the user's memories when the store's version token moved since they were loaded."""
+        try:
+            if await asyncio.to_thread(self.store.stale, owner.tenant, owner.user):
+                await asyncio.to_thread(self.store.reload, owner.tenant, owner.user)
+            index.loaded_at = time.monotonic()
+        except Exception as exc:  # the cached memories stay in use
+            log.warning("memory: refresh of %s failed: %s", owner.user, exc)
+        finally:
+            index.checking = False
 
     # ------------------------------------------------------------------ admin
 

@@ -9,6 +9,12 @@ Three collections per tenant:
     memory_versions       one token per user, bumped by every write: another replica that sees a new
                           token reloads that user (checked at most every `refresh_s`)
 
+Every write and deletion also publishes the tenant's content version `memory:<tenant>` through
+Services.versions (policies/state.py; Redis carries it between replicas, read every `state.poll_s`):
+a replica that sees it move checks the token of the next user it serves in that tenant at once,
+not after `refresh_s`. One version per tenant, not per user: the versions are polled whole, and
+a check that finds the token unchanged costs one read by id.
+
 All methods are synchronous (Chroma and the embedder block): callers run them in a worker thread.
 """
 
@@ -37,10 +43,16 @@ def _space(embedder: Embedder) -> str:
     return re.sub(r"[^a-zA-Z0-9]+", "-", embedder.name)[:40] + "_" + stable_hash(embedder.name)[:8]
 
 
+def version_name(tenant: str | None) -> str:
+    """The tenant's memory content version in Services.versions."""
+    return f"memory:{tenant or ''}"
+
+
 class MemoryStore:
-    def __init__(self, store: Store, embedder: Embedder, max_users: int = 10_000) -> None:
+    def __init__(self, store: Store, embedder: Embedder, max_users: int = 10_000, versions: Any = None) -> None:
         self.store = store
         self.embedder = embedder
+        self.versions = versions  # a state.Versions (Services.versions), or None: this process alone
         self._users: LRU[tuple[str | None, str], UserIndex] = LRU(max_users)
         self._lock = threading.Lock()
 
@@ -75,7 +87,12 @@ class MemoryStore:
                 self._users.put((tenant, user), hit)
         return hit
 
+    def published(self, tenant: str | None) -> int:
+        """The tenant's memory version as this process last saw it (no I/O; 0 without versions)."""
+        return self.versions.current(version_name(tenant)) if self.versions is not None else 0
+
     def _load(self, tenant: str | None, user: str) -> UserIndex:
+        published = self.published(tenant)  # before reading: a write meanwhile is seen next time
         version = self.version(tenant, user)
         docs = self._docs(tenant)
         rows: list[Memory] = []
@@ -90,7 +107,7 @@ class MemoryStore:
         index = UserIndex(self.embedder.dim)
         for memory in rows:
             index.put(memory, vectors[memory.id])
-        index.version = version
+        index.version, index.published = version, published
         return index
 
     def _vectors_of(self, tenant: str | None, rows: list[Memory]) -> dict[str, np.ndarray]:
@@ -191,6 +208,8 @@ class MemoryStore:
         cached = self._users.get((tenant, user))
         if cached is not None:
             cached.version = token
+        if self.versions is not None:  # after the store has it: a replica that sees the version finds it
+            self.versions.publish(version_name(tenant))
 
 
 def _user_key(user: str) -> str:
