@@ -75,26 +75,25 @@ class SessionSync:
     def _recover(ex: Exchange, states: SessionLRU, base: str | None, theirs: str | None) -> None:
         """First load after an outage that changed the session here: merge, don't replace."""
         mine = states.export(ex.session_key)
-        if mine is None:
-            states.hydrate(ex.session_key, theirs)
-        elif theirs is not None and mine != theirs and mine != base:
+        if mine is None or mine == base:  # nothing here, or unchanged here: the stored state is newer
+            states.hydrate(ex.session_key, theirs)  # (no stored state: the local one stays)
+        elif theirs is not None and mine != theirs:
             states.reconcile(ex.session_key, base, theirs)
-        elif theirs is not None and mine == base:
-            states.hydrate(ex.session_key, theirs)  # unchanged here: the stored state is newer
 
     async def save(self, ex: Exchange) -> None:
         stored = ex.notes.session_docs
+        scope = session_scope(ex)
         if stored is None:
-            self._degraded_save(ex)  # degraded when the request began: its state stays in this process
+            self._degraded_save(ex, scope)  # degraded when the request began: its state stays in this process
             return
         changed = {name: doc for name, doc in self._exports(ex).items() if doc is not None and doc != stored.get(name)}
         merged: list[str] = []
         for _ in range(MAX_ATTEMPTS):
             if not changed:
                 break
-            conflicts = await self.backend.save_session(session_scope(ex), changed, {n: stored.get(n) for n in changed})
+            conflicts = await self.backend.save_session(scope, changed, {n: stored.get(n) for n in changed})
             if conflicts is None:  # the backend failed now: keep the state here, merge it after recovery
-                self.pending.put(session_scope(ex), {name: stored.get(name) for name in self.stores})
+                self.pending.put(scope, {name: stored.get(name) for name in self.stores})
                 return
             stored.update({name: doc for name, doc in changed.items() if name not in conflicts})
             changed = self._merge(ex, stored, conflicts)
@@ -121,9 +120,8 @@ class SessionSync:
                 again[name] = doc
         return again
 
-    def _degraded_save(self, ex: Exchange) -> None:
+    def _degraded_save(self, ex: Exchange, scope: str) -> None:
         """Forget the session's pending mark when nothing changed since the outage began."""
-        scope = session_scope(ex)
         base = self.pending.get(scope)
         if base is not None and self._exports(ex) == base:
             self.pending.pop(scope)
