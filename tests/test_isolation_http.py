@@ -260,3 +260,22 @@ def test_the_tenant_header_is_checked_before_any_state_is_touched(fake, start_pr
     error = r.json()["error"]
     assert error["code"] == "invalid_tenant" and error["param"] == "x-ctxwarden-tenant"
     assert not fake.received  # refused before anything reached the upstream
+
+
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+def test_a_cookie_the_upstream_sets_is_never_sent_back_for_anyone(fake, start_proxy, http_client):
+    """The upstream client is shared by every tenant: a Set-Cookie from one answer must not ride
+    along on the next request (another tenant's, another user's)."""
+    proxy = start_proxy({"policies": policies_off(), "upstream": {"http_client": http_client}})
+    answer = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+              "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+    fake.reply(raw=json.dumps(answer), content_type="application/json",
+               headers={"set-cookie": "session=tenant-a-secret; Path=/"})
+    first = httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI},
+                       headers={"x-ctxwarden-tenant": "tenant-a"})
+    assert first.status_code == 200 and first.json()["choices"][0]["message"]["content"] == "hi"
+    second = httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI},
+                        headers={"x-ctxwarden-tenant": "tenant-b"})
+    assert second.status_code == 200
+    sent = _sent_headers(fake)
+    assert len(sent) == 2 and "cookie" not in sent[1], sent[1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import http.cookiejar
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
@@ -62,6 +64,27 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
+class _NoCookies(http.cookiejar.CookieJar):
+    """A jar that keeps nothing: the client is shared by every tenant, so a cookie one answer sets
+    must never ride along on anyone's next request."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        return None
+
+
+def _aiohttp_transport(limits: httpx.Limits) -> AiohttpTransport:
+    """httpx over aiohttp's pool (faster under concurrency), with aiohttp's cookie jar off too."""
+    transport = AiohttpTransport(limits=limits)
+    transport.client = lambda: aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limits.max_connections or 0, keepalive_timeout=limits.keepalive_expiry,
+                                       ssl=transport.ssl_context),
+        cookie_jar=aiohttp.DummyCookieJar())
+    return transport
+
+
 @dataclass
 class UpstreamResponse:
     response: httpx.Response
@@ -76,11 +99,12 @@ class Upstream:
         self.breaker = CircuitBreaker(config.circuit_breaker.failure_threshold, config.circuit_breaker.cooldown_s)
         limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
         if transport is None and config.http_client == "aiohttp":
-            transport = AiohttpTransport(limits=limits)
+            transport = _aiohttp_transport(limits)
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
             limits=limits,
             transport=transport,
+            cookies=_NoCookies(),
         )
 
     async def aclose(self) -> None:
