@@ -17,6 +17,7 @@ from ..messages import Message, content_text
 from ..text.statements.compare import compatible, conflicts, duplicates, family, value_type
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
+from .frames import frame_pairs
 from .relate import diet_excludes, polarity_flip, replaced
 
 CONTRADICTORY_PREFERENCES = "CONTRADICTORY_PREFERENCES"
@@ -179,6 +180,8 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agen
     agent = agent or AgentTurns()
     matcher.prepare(loc.st for loc in found)
     ordered = inherit_qualifiers(sorted(found, key=lambda l: l.order))
+    frames = [loc for loc in ordered if loc.st.slot.startswith("frame.")]
+    ordered = [loc for loc in ordered if not loc.st.slot.startswith("frame.")]
     by_slot: dict[str, list[Located]] = {}
     for loc in ordered:
         by_slot.setdefault(value_type(loc.st.slot), []).append(loc)
@@ -194,6 +197,10 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agen
                     clashes.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
                     duplicate_seen = True
     clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes}, agent)
+    if frames:
+        said = {((c.older.message, c.older.st.start), (c.newer.message, c.newer.st.start)) for c in clashes}
+        clashes += [make_clash(older, newer) for older, newer in frame_pairs(frames, matcher, lambda o, n: (
+            ((o.message, o.st.start), (n.message, n.st.start)) in said or agent.acted_on(o, n)))]
     return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))
 
 

@@ -25,7 +25,8 @@ from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdic
 from ..cache import LRU
 from ..messages import Message
 from ..state import SessionLRU
-from ..text.statements.extract import extract
+from ..text.statements.extract import extract as extract_statements
+from ..text.statements.frames import frame_statements
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from .detect import AgentTurns, Clash, Located, local_clashes, text_keys
@@ -49,6 +50,11 @@ class ClashConfig(PolicyConfig):
     max_sessions: int = Field(10_000, ge=1)
     session_ttl_s: float = Field(86_400, gt=0)
     cache_size: int = Field(20_000, ge=1)
+
+
+def extract(text: str) -> tuple[Statement, ...]:
+    """The statements the clash detector compares: the typed ones and the action frames."""
+    return extract_statements(text) + frame_statements(text)
 
 
 def user_texts(messages: list[Message]) -> Texts:

@@ -18,7 +18,7 @@ def extract(text: str) -> tuple[Statement, ...]:
             found.extend(rule(sentence))
         specific = _unambiguous(found)
         taken = [(st.vstart, st.vend) for st in found if not st.slot.endswith(".?")]
-        generic = [st for st in typed_statements(sentence) if not any(st.vstart < b and a < st.vend for a, b in taken)]
+        generic = _one_day([st for st in typed_statements(sentence) if not any(st.vstart < b and a < st.vend for a, b in taken)])
         claimed = specific + generic
         whole = [st for st in clause_statements(sentence)
                  if not any(st.vstart <= other.vstart < st.vend for other in found + generic)]
@@ -34,6 +34,7 @@ def _unambiguous(found: list[Statement]) -> list[Statement]:
         by_slot.setdefault(st.slot, []).append(st)
     out: list[Statement] = []
     for items in by_slot.values():
+        items = _one_day(items)
         positive = {st.value for st in items if not st.negated}
         if len(positive) > 1:
             continue
@@ -43,3 +44,10 @@ def _unambiguous(found: list[Statement]) -> list[Statement]:
                 seen.add((st.value, st.negated))
                 out.append(st)
     return sorted(out, key=lambda st: (st.start, st.vstart))
+
+
+def _one_day(items: list[Statement]) -> list[Statement]:
+    """A weekday next to a day of the month names one day ("Tuesday the 14th"): the day is the value."""
+    days = [st for st in items if st.value[:1] in ("d", "m") and st.value[1:2].isdigit()]
+    return [st for st in items if not (st.value.startswith("wd:") and any(
+        0 <= d.vstart - st.vend <= 5 or 0 <= st.vstart - d.vend <= 5 for d in days))]

@@ -21,7 +21,7 @@ from .typed import typed_values
 
 _NEGATION = re.compile(
     r"\b(?:not|never|no longer|without|no)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b|\b(?:stop|quit|cease)\s+\w+ing\b|"
-    r"\bdisabl(?:e|ed|ing)\b|\b(?:turn|switch|shut)(?:ed|ing|s)?\s+(?:\w+\s+){0,3}?off\b"
+    r"\b(?:avoid|skip|exclude|omit|scratch)(?:s|ed|ing)?\b|\bdisabl(?:e|ed|ing)\b|\b(?:turn|switch|shut)(?:ed|ing|s)?\s+(?:\w+\s+){0,3}?off\b"
 )  # "no type hints", "stop sending the summary", "caching should be disabled": the clause's action is refused
 _WHICH = ("name", "id", "attr")  # value types that can name the thing another value is about
 _TYPE_LABELS = {"date": "date", "time": "time", "name": "name", "id": "value"}
@@ -53,7 +53,7 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
 
 _NEGATORS = {"don't", "dont", "do", "doesn't", "won't", "wont", "can't", "cannot", "never", "shouldn't", "mustn't", "isn't",
              "aren't", "without", "no", "not", "any", "stop", "quit", "cease", "enable", "enabled", "disable", "disabled",
-             "turn", "switch", "shut", "off"}  # the polarity, not the object
+             "turn", "switch", "shut", "off", "avoid", "skip", "exclude", "omit", "scratch"}  # the polarity, not the object
 
 
 def clause_statements(s: Sentence) -> Iterator[Statement]:

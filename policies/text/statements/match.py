@@ -47,6 +47,10 @@ class Matcher:
         self.prepare_phrases([a, b])
         return float(np.dot(self._vectors[a], self._vectors[b]))
 
+    def phrase_cosine(self, a: str, b: str) -> float | None:
+        """The cosine of two phrases' embeddings; None without an embedder."""
+        return self._cosine(a, b)
+
     def prepare_phrases(self, phrases: Sequence[str]) -> None:
         missing = [p for p in dict.fromkeys(phrases) if p not in self._vectors]
         if missing and self.embedder is not None:

@@ -72,7 +72,8 @@ _REQUEST_QUESTION = re.compile(
 _CHANGE = re.compile(
     r"\b(?:actually|instead|changed? (?:my|our) minds?|on second thought|scratch that|correction|i meant|i mean|"
     r"make (?:it|that)|switch(?:ed)?|change[ds]?|no longer|anymore|any more|rather|update[ds]?|now|no wait|"
-    r"wait|sorry|oops|let'?s go with|new plan|forget|cancel(?:led)?|moved|just to clarify|to clarify|back to)\b"
+    r"wait|sorry|oops|let'?s go with|new plan|forget|cancel(?:led)?|moved|just to clarify|to clarify|back to|"
+    r"change (?:of|in) plans?|plans? (?:have |has )?changed|scratch (?:that|the|this|those))\b"
 )
 _CORRECTION = re.compile(
     r"\b(?:correction|to correct|correct(?:ing)? (?:that|myself|this)|i meant|i mean|sorry|oops|typo|my (?:mistake|bad)|"
@@ -81,7 +82,7 @@ _CORRECTION = re.compile(
 )
 _REPLACE = re.compile(
     r"\b(?:instead|rather than|in place of|(?:switch|change|move)(?:e?[ds])?\s+(?:\w+\s+){0,2}?to|make (?:it|that|them)|"
-    r"scratch that|on (?:second thought|reflection)|thinking about it|changed? (?:my|our) minds?|forget (?:the|about|it)|"
+    r"scratch (?:that|the|this|those)|change (?:of|in) plans?|plans? (?:have |has )?changed|on (?:second thought|reflection)|thinking about it|changed? (?:my|our) minds?|forget (?:the|about|it)|"
     r"after all|no longer|any ?more)\b"
 )
 _ADDITIVE = re.compile(r"\b(?:too|also|as well|in addition|additionally|another|extra)\b")  # "a gym would be nice too" adds
@@ -91,7 +92,7 @@ _NEW_STEP = re.compile(
 )
 _SPEAKER_FIRST = re.compile(r"(?:i|we|my|our)\b")  # "I want a budget hotel again" states, it runs nothing
 _NEGATOR = re.compile(
-    r"\b(?:not|no|never|nor|without|instead of|rather than|no longer|forget|avoid|skip|hate|dislike|"
+    r"\b(?:not|no|never|nor|without|instead of|rather than|no longer|forget|avoid|skip|hate|dislike|scratch|"
     r"nothing|none|disable|(?:stop|quit|cease)\s+\w+ing)\b|n't\b|\bdont\b|\bcant\b"
 )
 _NOT_A_NEGATION = re.compile(r"\bno\b(?=[\s,!.-]*(?:i|i'm|im|we|we're|it|it's|that|actually|wait|sorry|thanks|thank|make|let's)\b)|\bno (?:more|less|later|earlier|fewer|longer|shorter|bigger|larger|smaller|higher|lower|greater) than\b|\bnot (?:more|less|later|earlier|over|above|exceed\w*)\b|\b(?:not|n't)\s+(?:sure|certain|only|just|too|very|much|bad|a problem|an issue|mind)\b|\bno\s+(?:problem|worries)\b|\bnot\s+\w+\s+but\b")
@@ -128,7 +129,7 @@ _RELATION_SUBJECT = re.compile(  # the person is the subject ("my wife prefers .
     rf"(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b(?!\s+and\s+(?:i|me)\b)"
     rf"(?=\s*(?:$|[,.;:!?'’]|(?:and|who|is|was|are|were|has|had|have|does|doesn't|did|didn't|will|would|can|can't|should|must|"
     rf"might|isn't|wants|prefers|likes|loves|needs|eats|hates|lives|works|says|said|thinks|gets|takes|uses|only|also|just|"
-    rf"never|always|really|too|can't|won't|doesn't)\b))")
+    rf"never|always|really|too|can't|won't|doesn't)\b|[a-z]+[^s's]s\b(?!')))")  # "my wife drinks": a verb of hers
 _RELATION_BENEFICIARY = re.compile(rf"\bfor\s+(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b|\b(?:my|our)\s+{RELATION}'s\b")
 _RELATION_VERB = re.compile(
     rf"\b(?:my|our)\s+{RELATION}(?:'s)?\s+(?:is|wants|prefers|likes|loves|needs|lives|works|eats|hates|would|'d)\b"

@@ -1,0 +1,44 @@
+"""Clashes between action frames (text/statements/frames.py): one object sent, or kept, in two
+places. "Save the cleaned dataset to the raw bucket" … "Write the cleaned data to the shared
+drive": the same object (the phrases share a word, or an embedder finds them close), the same
+role (where it goes / where it is), complements that share nothing, in two messages, the later
+one not an addition ("also ... to Y") nor a new run of a step. An object with its own qualifier
+on each side ("user sessions" / "audit logs") is another object: a scope, no clash.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..text.statements.match import Matcher
+from ..text.statements.model import Statement
+from ..text.statements.subject import different_scope
+
+COMPLEMENT_SIMILARITY = 0.8  # cosine above which two complements name one place ("garage" / "the garage bay")
+
+
+def frames_clash(a: Statement, b: Statement, matcher: Matcher) -> bool:
+    """Whether frame `b` (said after `a`, in another message) moves `a`'s object elsewhere."""
+    if a.slot != b.slot or a.negated or b.negated or b.step or b.adds:
+        return False
+    if ("@other" in a.subject) != ("@other" in b.subject):
+        return False
+    if not matcher.same_subject(a, b) or different_scope(a.subject, b.subject) is not None:
+        return False
+    ca, cb = set(a.value.split()), set(b.value.split())
+    if ca & cb:
+        return False
+    cosine = matcher.phrase_cosine(a.value, b.value)
+    return cosine is None or cosine < COMPLEMENT_SIMILARITY
+
+
+def frame_pairs(frames: list, matcher: Matcher, skip: Callable[[object, object], bool]) -> list[tuple[object, object]]:
+    """(older, newer) located frames that clash; `frames` is in conversation order, each with
+    `.message` and `.st`; `skip(older, newer)` drops pairs already reported otherwise."""
+    out = []
+    for j, newer in enumerate(frames):
+        for older in reversed(frames[:j]):
+            if older.message != newer.message and frames_clash(older.st, newer.st, matcher) and not skip(older, newer):
+                out.append((older, newer))
+                break
+    return out
