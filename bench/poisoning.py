@@ -1,6 +1,6 @@
 """Poisoning bench: the local checker on HaluEval QA and dialogue, length-controlled, and its latency.
 
-    python bench/poisoning.py [--embedder wordllama|minilm] [--fit] [--latency-answers N]
+    python bench/poisoning.py [--embedder wordllama|minilm] [--fit] [--latency-answers N] [--fresh]
 
 Data (bench/data, MIT, see its README): HaluEval QA (500 questions, each with its knowledge, the
 right answer and two hallucinated answers: the one-turn and the multi-turn generation sets) and
@@ -18,6 +18,9 @@ prints a refit), the second half is held out. Printed per split:
 - length control: detection and false positives per word-count bin at that threshold, and the
   AUC on a length-matched pool (per bin, equal right/hallucinated counts, fixed seed);
 - at the policy's defaults: flagged (>= 0.5: quarantined or blocked) and blocked (>= 0.8).
+--fresh: instead, 500 further HaluEval QA questions (halueval-qa-fresh.jsonl: rows 500-999 of
+HaluEval's final qa_data.json, one hallucinated answer each) that were added after the checker was
+built and never used to change it, reported as one split.
 Then latency: retrieve + verdict per answer against a 10,000-passage KB (p50/p95).
 """
 
@@ -55,6 +58,14 @@ BINS = ((1, 2), (3, 5), (6, 9), (10, 999))
 def clean(knowledge: str) -> str:
     """HaluEval joins Wikipedia paragraphs without a space ("...century.First for Women is")."""
     return re.sub(r'(?<=[a-z0-9)\]"])\.(?=[A-Z])', ". ", knowledge)
+
+
+def load_fresh() -> list[dict]:
+    """500 further HaluEval QA questions (rows 500-999 of its final qa_data.json: one hallucinated
+    answer each), added after the checker was built and never used to change it."""
+    rows = [json.loads(line) for line in (DATA / "halueval-qa-fresh.jsonl").open()]
+    return [{"id": f"fresh{i}", "knowledge": clean(r["knowledge"]), "question": r["question"],
+             "answers": [(0, r["right_answer"]), (1, r["hallucinated_answer"])]} for i, r in enumerate(rows)]
 
 
 def load_rows() -> dict[str, list[dict]]:
@@ -103,8 +114,8 @@ def threshold_at_fp(neg: list[float], fp: float = 0.05) -> float:
     return max(neg)
 
 
-def report(name: str, scored: list[tuple]) -> None:
-    for split in ("dev", "test"):
+def report(name: str, scored: list[tuple], splits: tuple[str, ...] = ("dev", "test")) -> None:
+    for split in splits:
         rows = [r for r in scored if r[0] == split]
         neg = [r[3] for r in rows if r[1] == 0]
         pos = [r[3] for r in rows if r[1] == 1]
@@ -147,20 +158,20 @@ def fit(claim_features: list[tuple[str, int, list[dict]]]) -> None:
 
 
 def run_quality(args, embedder) -> None:
-    data = load_rows()
+    data = {"qa fresh": load_fresh()} if args.fresh else load_rows()
     checker = LocalChecker()
     for name, rows in data.items():
         with tempfile.TemporaryDirectory() as tmp:
             kb = make_kb(embedder, [Document(r["id"], r["knowledge"], {}) for r in rows], tmp)
             scored, feats = [], []
             for i, r in enumerate(rows):
-                split = "dev" if i < len(rows) // 2 else "test"
+                split = "fresh" if args.fresh else "dev" if i < len(rows) // 2 else "test"
                 for label, answer in r["answers"]:
                     verdict, score, claims = judge(kb, checker, r["question"], answer)
                     hit = any(e.doc_id == r["id"] for e in (claims[0].evidence if claims else ()))
                     scored.append((split, label, verdict, score, len(answer.split()), hit))
                     feats.append((split, label, [features_of(c).vector() for c in claims if c.evidence]))
-        report(f"HaluEval {name}", scored)
+        report(f"HaluEval {name}", scored, ("fresh",) if args.fresh else ("dev", "test"))
         if args.fit:
             fit(feats)
 
@@ -194,6 +205,8 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="print the weights refitted on the dev split")
     parser.add_argument("--latency-answers", type=int, default=200)
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--fresh", action="store_true",
+                        help="only the 500 fresh HaluEval QA questions (bench/data/halueval-qa-fresh.jsonl), one split")
     args = parser.parse_args()
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     embedder = MiniLMEmbedder() if args.embedder == "minilm" else WordLlamaEmbedder()

@@ -19,6 +19,7 @@ from .base import ClaimToCheck, Evidence
 from .choice import BY_DATES, BY_WORDS, asks_for_value, choice_conflict, polar_conflict
 from .misplaced import misplaced
 from .readings import names_of as _names
+from .readings import sentences_of as _sentences
 from .readings import slots_of as _slots_of
 from .readings import words_of as _words_of
 from .roles import additive, clauses, in_list, negated_statement, role, same_role
@@ -45,7 +46,7 @@ FLOORS = {"value_conflict": 0.92, "negation_conflict": 0.85, "name_conflict": 0.
 TOPIC_SLACK = 0.2  # documents about the question: within this of the best one's share of its names
 WORDING_CAP = 0.4  # unbacked wording alone (every name/number/date backed): passes by default
 UNBACKED_CAP = 0.45  # an unbacked name/number/date the KB names no rival for: unverifiable, passes
-
+CAP_BAND = 0.1  # below a cap, the top of the scale is squeezed into this band (keeps the order)
 
 @dataclass
 class ClaimFeatures:
@@ -106,10 +107,18 @@ class ClaimFeatures:
         p = 1.0 / (1.0 + math.exp(-z))
         floor = max(FLOORS[k] * getattr(self, k) for k in FLOORS)
         if not (self.unbacked or self.negation_conflict or self.rival_predicate or self.choice_conflict or self.choice_lean):
-            p = min(p, WORDING_CAP)
+            p = _cap(p, WORDING_CAP)
         elif not (self.value_conflict or self.name_conflict or self.negation_conflict or self.choice_conflict):
-            p = min(p, UNBACKED_CAP)
+            p = _cap(p, UNBACKED_CAP)
         return max(p, floor * self.coverage)
+
+
+def _cap(p: float, cap: float) -> float:
+    """Keep p below cap, squeezing the top of the scale into [cap - CAP_BAND, cap) rather than
+    cutting it off: capped answers still pass by default, but keep their order (a hard cap ties
+    them all, and a threshold can then only take all or none)."""
+    knee = cap - CAP_BAND
+    return p if p <= knee else knee + CAP_BAND * (p - knee) / (1.0 - knee)
 
 
 def features_of(claim: ClaimToCheck) -> ClaimFeatures:
@@ -119,8 +128,8 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     ev_text = _backing_text(claim, asked)
     ev_slots = _slots_of(ev_text)
     ev_folded = fold(ev_text)
-    unbacked = [s for s in said if not any(agree(s, e) for e in ev_slots) and fold(s.text) not in ev_folded]
     ev_words = _words_of(ev_text)
+    unbacked = [s for s in said if not _backs(s, ev_slots, ev_words) and fold(s.text) not in ev_folded]
     own_words = _words_of(claim.text) - _words_of(claim.question) - {w for s in said for w in content_words(s.text)}
     # what the answer is about: the question's subject, or (a question like "tell me more") the claim's
     subjects = _names_in(claim.text) or _names_in(claim.context)[:1]
@@ -154,8 +163,9 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
 def _backing_text(claim: ClaimToCheck, asked: tuple[Slot, ...]) -> str:
     """The evidence that may back the answer: the documents about what the question asks (a
     "Labour" found in a passage about another politician backs nothing about this one), and
-    those that name something those documents name (the second hop of "the party of the man
-    who opened it"). Without a question, all of it."""
+    those about a name those documents give (the second hop of "the party of the man who opened
+    it": a passage opening with that name, not one that merely mentions "United Kingdom" too).
+    Without a question, all of it."""
     by_doc: dict[str, list[str]] = {}
     for e in claim.evidence:
         by_doc.setdefault(e.doc_id, []).append(e.window)
@@ -167,8 +177,26 @@ def _backing_text(claim: ClaimToCheck, asked: tuple[Slot, ...]) -> str:
     kept = [d for d in texts if cover[d] >= best - TOPIC_SLACK]
     asked_names = [q for q in asked if q.kind == "name"]  # the hop: a full name the kept ones give
     known = [n for d in kept for n in _names(texts[d]) if len(n.value) >= 2 and not any(agree(n, q) for q in asked_names)]
-    kept += [d for d in texts if d not in kept and any(agree(n, k) for n in _names(texts[d]) if len(n.value) >= 2 for k in known)]
+    kept += [d for d in texts if d not in kept and any(agree(n, k) for n in _subjects(texts[d]) for k in known)]
     return " ".join(texts[d] for d in kept)
+
+
+def _backs(slot: Slot, ev_slots: tuple[Slot, ...], ev_words: frozenset[str]) -> bool:
+    """The evidence gives the slot at the precision the claim does: "Nixon" is backed by "Richard
+    Nixon" (a name of as many words agrees as slots.agree says), "Chinese-American" not by "American"."""
+    full = slot.kind != "name" or _words_of(slot.text) <= ev_words
+    return any(agree(slot, e) and (full or len(e.value) >= len(slot.value)) for e in ev_slots)
+
+
+def _subjects(text: str) -> list[Slot]:
+    """The names a text is about: each sentence's opening name ("Robert Anthony Eden, 1st Earl
+    of Avon, (1897 - 1977) was ..."), not every name it mentions in passing ("a British ...")."""
+    out = []
+    for sentence in _sentences(text):
+        first = next((n for n in _names(sentence) if len(n.value) >= 2), None)
+        if first is not None and not _words_of(sentence[:first.start]):
+            out.append(first)
+    return out
 
 
 def _negation_conflict(text: str, aligned: str) -> bool:
