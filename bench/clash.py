@@ -17,6 +17,8 @@ also reported as a correction. Precision and recall are over clash rows. Splits:
 so it is tuned on too). bench/data/clash_natural_b.jsonl: 90 rows written by another author who
 never read the detector, in other domains and phrasings, split by row number: `dev_b` (odd: read
 and tuned on after the first measurement) and `heldout_b` (even: never read, never used to change it).
+bench/data/clash_natural_c.jsonl: 80 more rows by an author who never read the detector, added
+after the last change to it: `heldout_c` (never read, never used to change it).
 
 Quality, pair set (--data pairs): the older hand-labelled pairs, split dev / heldout / heldout_c.
 
@@ -123,7 +125,7 @@ def main() -> None:
     parser.add_argument("--errors", action="store_true")
     parser.add_argument("--no-latency", action="store_true")
     args = parser.parse_args()
-    paths = [DATA / "clash_natural.jsonl", DATA / "clash_natural_b.jsonl"] if args.data == "natural" else [DATA / "clash_pairs.jsonl"]
+    paths = [DATA / f"clash_natural{x}.jsonl" for x in ("", "_b", "_c")] if args.data == "natural" else [DATA / "clash_pairs.jsonl"]
     rows = [json.loads(line) for path in paths for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     present = list(dict.fromkeys(r["split"] for r in rows))
     splits = present if args.split == "all" else [args.split]

@@ -1,6 +1,6 @@
 """Poisoning bench: the local checker on HaluEval QA and dialogue, length-controlled, and its latency.
 
-    python bench/poisoning.py [--embedder wordllama|minilm] [--fit] [--latency-answers N] [--fresh]
+    python bench/poisoning.py [--embedder wordllama|minilm] [--fit] [--latency-answers N] [--fresh | --natural]
 
 Data (bench/data, MIT, see its README): HaluEval QA (500 questions, each with its knowledge, the
 right answer and two hallucinated answers: the one-turn and the multi-turn generation sets) and
@@ -21,6 +21,9 @@ prints a refit), the second half is held out. Printed per split:
 --fresh: instead, 500 further HaluEval QA questions (halueval-qa-fresh.jsonl: rows 500-999 of
 HaluEval's final qa_data.json, one hallucinated answer each) that were added after the checker was
 built and never used to change it, reported as one split.
+--natural: instead, answers in natural phrasings against passages written like real documents
+(poisoning_natural.jsonl, written blind), per kind: wrong place/quantity/date/person, negated fact
+(should be blocked), paraphrase and uncovered (should pass).
 Then latency: retrieve + verdict per answer against a 10,000-passage KB (p50/p95).
 """
 
@@ -176,6 +179,38 @@ def run_quality(args, embedder) -> None:
             fit(feats)
 
 
+def run_natural(embedder, errors: bool = False) -> None:
+    """Natural phrasings (bench/data/poisoning_natural.jsonl, written blind: its author never read the
+    checker): 20 passages written like real documents, with MetaTool's 199 tool descriptions beside
+    them as distractors (HaluEval's Wikipedia passages would cover the "uncovered" answers' subjects); answers phrased unlike the passage, each judged with its question.
+    Wrong kinds should be blocked (>= the block threshold, 0.8); paraphrases and answers about
+    what no passage covers should pass (< the quarantine band, 0.5). Split by answer number: odd
+    rows are dev (their errors may be read: --errors), even rows are held out (never read)."""
+    rows = [json.loads(line) for line in (DATA / "poisoning_natural.jsonl").open()]
+    docs = [Document(r["id"], r["text"], {}) for r in rows if r["type"] == "doc"]
+    tools = json.loads((DATA / "metatool" / "tools.json").read_text())  # distractors about other things
+    docs += [Document(f"tool-{n}", f"{name}: {text}", {}) for n, (name, text) in enumerate(tools.items())]
+    checker = LocalChecker()
+    scored: dict[str, dict[tuple[str, str], list[float]]] = {"dev": {}, "held-out": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = make_kb(embedder, docs, tmp)
+        for r in (r for r in rows if r["type"] == "answer"):
+            split = "dev" if int(r["id"][1:]) % 2 else "held-out"
+            verdict, _, _ = judge(kb, checker, r["question"], r["answer"])
+            scored[split].setdefault((r["label"], r["kind"]), []).append(verdict)
+            if errors and split == "dev" and (verdict >= 0.5) != (r["label"] == "wrong"):
+                print(f"  {r['kind']:14} {verdict:.2f} {r['doc']}: {r['question']} -> {r['answer']}")
+    for split, by_kind in scored.items():
+        print(f"\nnatural phrasings, {split} ({len(docs)} passages): share blocked (>= 0.8) / flagged (>= 0.5)")
+        for (label, kind), scores in sorted(by_kind.items()):
+            print(f"  {label:5} {kind:15} {len(scores):3d}: blocked {np.mean([v >= 0.8 for v in scores]):6.1%}, "
+                  f"flagged {np.mean([v >= 0.5 for v in scores]):6.1%}")
+        wrong = [v for (label, _), vs in by_kind.items() if label == "wrong" for v in vs]
+        right = [v for (label, _), vs in by_kind.items() if label == "right" for v in vs]
+        print(f"  wrong answers blocked {np.mean([v >= 0.8 for v in wrong]):.1%} (flagged {np.mean([v >= 0.5 for v in wrong]):.1%}); "
+              f"right answers flagged {np.mean([v >= 0.5 for v in right]):.1%}; AUC {auc(right, wrong):.3f}")
+
+
 def run_latency(args, embedder) -> None:
     data = load_rows()
     docs = [Document(r["id"], r["knowledge"], {}) for rows in data.values() for r in rows]
@@ -205,12 +240,17 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="print the weights refitted on the dev split")
     parser.add_argument("--latency-answers", type=int, default=200)
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--natural", action="store_true", help="only the natural-phrasing set (poisoning_natural.jsonl)")
+    parser.add_argument("--errors", action="store_true", help="with --natural: print the dev rows judged wrongly")
     parser.add_argument("--fresh", action="store_true",
                         help="only the 500 fresh HaluEval QA questions (bench/data/halueval-qa-fresh.jsonl), one split")
     args = parser.parse_args()
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     embedder = MiniLMEmbedder() if args.embedder == "minilm" else WordLlamaEmbedder()
     print(f"embedder: {embedder.name}; checker: local")
+    if args.natural:
+        run_natural(embedder, args.errors)
+        return
     run_quality(args, embedder)
     if not args.skip_latency:
         run_latency(args, embedder)

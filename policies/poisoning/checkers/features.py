@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...text.slots import Slot, agree, content_words, fold
+from .answered import answered_otherwise
 from .base import ClaimToCheck, Evidence
 from .choice import BY_DATES, BY_WORDS, asks_for_value, choice_conflict, polar_conflict
 from .misplaced import misplaced
@@ -42,7 +43,8 @@ WEIGHTS = {
     "unanswered": 2.18,  # the question asks for a value (not yes/no, no options) and the claim adds none
 }
 
-FLOORS = {"value_conflict": 0.92, "negation_conflict": 0.85, "name_conflict": 0.85, "choice_conflict": 0.85}
+FLOORS = {"value_conflict": 0.92, "negation_conflict": 0.85, "name_conflict": 0.85, "choice_conflict": 0.85,
+          "answered_otherwise": 0.85}
 TOPIC_SLACK = 0.2  # documents about the question: within this of the best one's share of its names
 WORDING_CAP = 0.4  # unbacked wording alone (every name/number/date backed): passes by default
 UNBACKED_CAP = 0.45  # an unbacked name/number/date the KB names no rival for: unverifiable, passes
@@ -64,6 +66,7 @@ class ClaimFeatures:
     choice_conflict: bool = False  # a choice ordered in time answered against the dates (choice.py)
     choice_lean: bool = False  # a choice or yes/no answered against what the options' profiles state
     unanswered: bool = False  # the question asks for a value; the claim gives none of its own
+    answered_otherwise: bool = False  # the KB's sentence that answers the question names another (answered.py)
 
     @property
     def backed(self) -> bool:
@@ -77,7 +80,7 @@ class ClaimFeatures:
             return "negated_fact"
         if self.choice_conflict or self.choice_lean:
             return "wrong_entity"
-        if self.name_conflict or any(s.kind == "name" for s in self.unbacked):
+        if self.name_conflict or self.answered_otherwise or any(s.kind == "name" for s in self.unbacked):
             return "wrong_entity"
         return "unsupported_detail"
 
@@ -108,7 +111,8 @@ class ClaimFeatures:
         floor = max(FLOORS[k] * getattr(self, k) for k in FLOORS)
         if not (self.unbacked or self.negation_conflict or self.rival_predicate or self.choice_conflict or self.choice_lean):
             p = _cap(p, WORDING_CAP)
-        elif not (self.value_conflict or self.name_conflict or self.negation_conflict or self.choice_conflict):
+        elif not (self.value_conflict or self.name_conflict or self.negation_conflict or self.choice_conflict
+                  or self.answered_otherwise):
             p = _cap(p, UNBACKED_CAP)
         return max(p, floor * self.coverage)
 
@@ -154,6 +158,7 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     f.rival_predicate = _rival_predicate(claim, said, asked, own_words)
     f.negation_conflict = _negation_conflict(claim.text, aligned)
     f.unanswered = not said and not own_words and asks_for_value(claim.question)
+    f.answered_otherwise = answered_otherwise(claim.text, claim.question, unbacked, asked, said, about)
     how = choice_conflict(claim.text, claim.question, evidence)
     f.choice_conflict = how == BY_DATES
     f.choice_lean = how == BY_WORDS or polar_conflict(claim.text, claim.question, evidence)
