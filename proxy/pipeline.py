@@ -109,11 +109,7 @@ class Pipeline:
         request received. The policies never saw it, so they are not told."""
         ex = Exchange(request_id=request_id, model="", messages=[], tools=None, body={})
         ex.notes.started = started
-        for listener in self.listeners:
-            try:
-                listener(ex, "rejected")
-            except Exception:
-                log.exception("completion listener %r failed", listener)
+        self._tell_listeners(ex, "rejected")
 
     async def complete(self, ex: Exchange, outcome: Outcome) -> None:
         """Tell the policies how the exchange ended ("ok", "rejected", "blocked", "responded", "cut"),
@@ -125,6 +121,10 @@ class Pipeline:
                 log.exception("policy %s failed in on_complete", policy.name)
         if self.sessions.active:
             await self.sessions.save(ex)
+        self._tell_listeners(ex, outcome)
+
+    def _tell_listeners(self, ex: Exchange, outcome: Outcome) -> None:
+        """Each listener in turn; one that fails is logged and does not stop the others."""
         for listener in self.listeners:
             try:
                 listener(ex, outcome)

@@ -50,6 +50,7 @@ WORDING_CAP = 0.4  # unbacked wording alone (every name/number/date backed): pas
 UNBACKED_CAP = 0.45  # an unbacked name/number/date the KB names no rival for: unverifiable, passes
 CAP_BAND = 0.1  # below a cap, the top of the scale is squeezed into this band (keeps the order)
 
+
 @dataclass
 class ClaimFeatures:
     best_evidence: Evidence

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from functools import lru_cache
 
 from .build import stated, stmt
 from .model import Sentence, Statement, split_sentences
@@ -83,7 +82,7 @@ def _sentence_frames(s: Sentence) -> list[Statement]:
     return out
 
 
-@lru_cache(maxsize=8192)
 def frame_statements(text: str) -> tuple[Statement, ...]:
-    """Every action frame the user states in `text` (cached per text)."""
+    """Every action frame the user states in `text` (the clash policy keeps them per text hash,
+    in its bounded statement cache, with the typed statements)."""
     return tuple(st for s in split_sentences(text) for st in _sentence_frames(s))

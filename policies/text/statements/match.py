@@ -41,15 +41,12 @@ class Matcher:
             vectors = np.asarray(self.embedder.embed(missing), dtype=np.float32)
             self._vectors.update(zip(missing, vectors))
 
-    def _cosine(self, a: str, b: str) -> float | None:
+    def phrase_cosine(self, a: str, b: str) -> float | None:
+        """The cosine of two phrases' embeddings; None without an embedder."""
         if self.embedder is None:
             return None
         self.prepare_phrases([a, b])
         return float(np.dot(self._vectors[a], self._vectors[b]))
-
-    def phrase_cosine(self, a: str, b: str) -> float | None:
-        """The cosine of two phrases' embeddings; None without an embedder."""
-        return self._cosine(a, b)
 
     def prepare_phrases(self, phrases: Sequence[str]) -> None:
         missing = [p for p in dict.fromkeys(phrases) if p not in self._vectors]
@@ -62,7 +59,7 @@ class Matcher:
             return True
         if not wa or not wb:  # "Correction: it's 4 nights", "make it 7:30pm instead", "forget TypeScript"
             return b.correction or b.changes or a.negated != b.negated
-        cosine = self._cosine(_phrase(wa, a.subject), _phrase(wb, b.subject))
+        cosine = self.phrase_cosine(_phrase(wa, a.subject), _phrase(wb, b.subject))
         return cosine is not None and cosine >= SUBJECT_SIMILARITY
 
     def same_scope(self, a: Statement, b: Statement) -> bool:
@@ -73,7 +70,7 @@ class Matcher:
         marked = {w.lstrip("^") for w in a.subject + b.subject if w.startswith("^")}
         if (qa | qb) & marked:
             return False  # names and codes ("Paris", "Q3") name different things
-        cosine = self._cosine(" ".join(sorted(qa)), " ".join(sorted(qb)))
+        cosine = self.phrase_cosine(" ".join(sorted(qa)), " ".join(sorted(qb)))
         return cosine is not None and cosine >= QUALIFIER_SIMILARITY
 
 
