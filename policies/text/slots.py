@@ -51,6 +51,9 @@ for _names, _dim, _factor in (
     ("l litre litres liter liters", "volume", 1.0), ("ml millilitre millilitres milliliter milliliters", "volume", 1e-3),
     ("°c celsius", "celsius", 1.0), ("°f fahrenheit", "fahrenheit", 1.0),
     ("km/h kph", "speed", 1 / 3.6), ("mph", "speed", 0.44704),
+    ("hz hertz", "frequency", 1.0), ("khz", "frequency", 1e3), ("mhz", "frequency", 1e6), ("ghz", "frequency", 1e9),
+    ("w watt watts", "power", 1.0), ("kw kilowatt kilowatts", "power", 1e3),
+    ("v volt volts", "voltage", 1.0), ("mah", "charge", 1.0),
 ):
     for _name in _names.split():
         _UNITS[_name] = (_dim, _factor)
@@ -164,7 +167,7 @@ def _quantity(text: str, start: int, end: int, amount: float, currency: str | No
         amount, step = amount * scaled, step * scaled
         end += scale.end()
         rest = text[end:]
-    unit_match = re.match(r"\s*(km/h|°[cf]|%|[a-zA-Z]+)", rest)
+    unit_match = re.match(r"(?:\s*|-)(km/h|°[cf]|%|[a-zA-Z]+)", rest)  # "3.5-inch" too
     dim = "count"
     if currency:
         dim, factor = _UNITS[currency]

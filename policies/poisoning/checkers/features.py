@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ...text.slots import Slot, agree, content_words, fold
 from .answered import answered_otherwise
+from .asked import asked_slots
 from .base import ClaimToCheck, Evidence
 from .choice import BY_DATES, BY_WORDS, asks_for_value, choice_conflict, polar_conflict
 from .misplaced import misplaced
@@ -128,13 +129,13 @@ def _cap(p: float, cap: float) -> float:
 
 def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     evidence = claim.evidence
-    asked = _slots_of(claim.question)
-    said = [s for s in _slots_of(claim.text) if not any(agree(s, q) for q in asked)]
+    asked = asked_slots(claim.question, [e.window for e in evidence])
+    said = [s for s in _slots_of(claim.text) if not any(_restates(s, q) for q in asked)]
     ev_text = _backing_text(claim, asked)
     ev_slots = _slots_of(ev_text)
     ev_folded = fold(ev_text)
     ev_words = _words_of(ev_text)
-    unbacked = [s for s in said if not _backs(s, ev_slots, ev_words) and fold(s.text) not in ev_folded]
+    unbacked = [s for s in said if not _backs(s, ev_slots, ev_words) and not _written_in(s, ev_folded)]
     own_words = _words_of(claim.text) - _words_of(claim.question) - {w for s in said for w in content_words(s.text)}
     # what the answer is about: the question's subject, or (a question like "tell me more") the claim's
     subjects = _names_in(claim.text) or _names_in(claim.context)[:1]
@@ -159,11 +160,19 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
     f.rival_predicate = _rival_predicate(claim, said, asked, own_words)
     f.negation_conflict = _negation_conflict(claim.text, aligned)
     f.unanswered = not said and not own_words and asks_for_value(claim.question)
-    f.answered_otherwise = answered_otherwise(claim.text, claim.question, unbacked, asked, said, about)
+    in_docs = {x.doc_id for x in about}  # a document about the subject is about it throughout ("It was founded by …")
+    f.answered_otherwise = answered_otherwise(claim.text, claim.question, unbacked, asked, said,
+                                              [x for x in evidence if x.doc_id in in_docs])
     how = choice_conflict(claim.text, claim.question, evidence)
     f.choice_conflict = how == BY_DATES
     f.choice_lean = how == BY_WORDS or polar_conflict(claim.text, claim.question, evidence)
     return f
+
+
+def _restates(slot: Slot, asked: Slot) -> bool:
+    """The claim's slot is one the question gave: it agrees with it and, for a name, adds no word
+    ("Calder" restates the question's "Calder & Finch"; "Helen Calder" names someone new)."""
+    return agree(slot, asked) and (slot.kind != "name" or set(slot.value) <= set(asked.value))
 
 
 def _backing_text(claim: ClaimToCheck, asked: tuple[Slot, ...]) -> str:
@@ -192,6 +201,22 @@ def _backs(slot: Slot, ev_slots: tuple[Slot, ...], ev_words: frozenset[str]) -> 
     Nixon" (a name of as many words agrees as slots.agree says), "Chinese-American" not by "American"."""
     full = slot.kind != "name" or _words_of(slot.text) <= ev_words
     return any(agree(slot, e) and (full or len(e.value) >= len(slot.value)) for e in ev_slots)
+
+
+def _written_in(slot: Slot, text: str) -> bool:
+    """The slot written out in the (folded) text; a number as a whole, not part of another ("5-inch"
+    is not in "3.5-inch", "1" not in "18"). Anything may touch a name or date: KB text is often
+    glued where a separator went missing ("released 20162016 was", "Is WideThe Water")."""
+    folded = fold(slot.text)
+    if slot.kind != "number":
+        return folded in text
+    at = text.find(folded)
+    while at >= 0:
+        end = at + len(folded)
+        if not (at and (text[at - 1] in ".," or text[at - 1].isdigit())) and not text[end:end + 1].isdigit():
+            return True
+        at = text.find(folded, at + 1)
+    return False
 
 
 def _subjects(text: str) -> list[Slot]:

@@ -93,14 +93,20 @@ def _words_after(text: str, pos: int, n: int) -> list[str]:
 
 def in_list(text: str, slot: Slot) -> bool:
     """A member of a list of values ("2009 and 2010", "X, Y and Z", "X or Y"): the role holds many."""
-    before = _words_before(text, slot.start, 1)
+    before = _words_before(text, slot.start, 2)
     after = [w for w in _words_after(text, slot.end, 3) if w.lower() not in DETERMINERS]
-    return (bool(before) and (before[0] == "," or before[0].lower() in CONJUNCTIONS)
+    return (bool(before) and (before[-1] == "," and not _apposition(before) or before[-1].lower() in CONJUNCTIONS)
             or len(after) > 1 and after[0].lower() in CONJUNCTIONS and not after[1][:1].islower()
             or text[slot.end:].lstrip().startswith("&"))
 
 
-_CLAUSE = re.compile(r"[,;:()]|\s(?:but|although|though|while|whereas|because|since|so)\s", re.I)
+def _apposition(before: list[str]) -> bool:
+    """"the founder, Lena Arden": a comma after a common noun names what the noun is, not a list's
+    next item (a list's items are alike: "Oslo, Bergen", "2009, 2010")."""
+    return len(before) == 2 and before[0][:1].islower()
+
+
+_CLAUSE = re.compile(r"[,;:()—–]|\s-\s|\s(?:but|although|though|while|whereas|because|since|so)\s", re.I)
 _TITLE_NEGATOR = re.compile(r"(?:\b|(?<=[a-z]))(?:No|Not|Never|None|Nor)\s+(?=[A-Z])")
 
 
@@ -113,11 +119,17 @@ def clauses(text: str) -> list[str]:
         bare = not any(w[:1].islower() and w.lower() not in FUNCTION_WORDS for w in _WORD.findall(piece))
         if bare and out:  # an elliptical clause ("..., but Y is not") restates the one before
             out[-1] = f"{out[-1]}, {piece}"
-        elif bare and n + 1 < len(pieces) and not content_words(piece):  # "No, it was X": the particle answers with it
+        elif n + 1 < len(pieces) and (bare and not content_words(piece) or _particle(piece)):
+            # "No, it was X", "Unfortunately not — it must be Y": the particle answers with it
             pieces[n + 1] = f"{piece}, {pieces[n + 1]}"
         else:
             out.append(piece)
     return out
+
+
+def _particle(piece: str) -> bool:
+    """A negative answer's particle, said before what it answers with: "No", "Sadly not"."""
+    return len(_WORD.findall(piece)) <= 2 and negated(piece)
 
 
 def negated_statement(text: str, names: list[Slot]) -> bool:
