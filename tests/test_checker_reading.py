@@ -17,13 +17,22 @@ DEVICE = (
     "The Kestrel K2 is a handheld weather meter sold by Arden Instruments. "
     "It runs on two AA batteries and has a 2.8-inch backlit display. "
     "The K2 is waterproof to a depth of 1 metre. "
-    "Warranty claims at Arden Instruments are approved by service manager Tomas Reyes."
+    "Warranty claims at Arden Instruments are approved by service manager Tomas Reyes. "
+    "Arden Instruments was founded by Mara Quill in the town of Corby, Ontario."
+)
+BIOGRAPHY = (
+    "Ilse Brandauer (1851–1920) was an Austrian geologist. "
+    "Trained in Munich, she mapped the glaciers of the Ötztal for two decades. "
+    "In 1894 she became the first woman elected to the Vienna Geological Society. "
+    "Brandauer retired to Graz, where the town hall was built under the architect Otto Lenz. "
+    "The surveys she led were funded by Count Anton Wessely."
 )
 
 
 def _verdict(text: str, question: str, answer: str):
     sentences = [s.strip().rstrip(".") + "." for s in text.split(". ") if s.strip()]
-    evidence = tuple(Evidence(f"doc#{n}", "doc", s, text, 0.9 - 0.1 * n, 0.6) for n, s in enumerate(sentences))
+    evidence = tuple(Evidence(f"doc#{n}", "doc", s, " ".join(sentences[max(0, n - 1):n + 2]), 0.9 - 0.1 * n, 0.6)
+                     for n, s in enumerate(sentences))  # as the KB gives them: each sentence with its neighbours
     [verdict] = LocalChecker().check_now([ClaimToCheck(answer, question, evidence)])
     return verdict
 
@@ -71,3 +80,23 @@ def test_a_name_sharing_a_word_with_the_questions_is_someone_new():
     question = "Who approves warranty claims at Arden Instruments?"
     assert _blocked(_verdict(DEVICE, question, "They are signed off by the founder, Lena Arden."))
     assert _passes(_verdict(DEVICE, question, "Tomas Reyes, the service manager, approves them."))
+
+
+def test_she_in_the_answering_sentence_stands_for_the_person_the_document_is_about():
+    question = "Who was the first woman elected to the Vienna Geological Society?"
+    for answer in ("That honour went to Marie Huber.", "It was the chemist Marie Huber, in 1894."):
+        assert _blocked(_verdict(BIOGRAPHY, question, answer)), answer
+    for answer in ("Ilse Brandauer was.", "The geologist Brandauer, in 1894."):
+        assert _passes(_verdict(BIOGRAPHY, question, answer)), answer
+
+
+def test_a_name_the_kb_gives_another_role_is_not_the_answer():
+    question = "Who funded Brandauer's surveys?"
+    assert _blocked(_verdict(BIOGRAPHY, question, "They were paid for by the architect Otto Lenz."))
+    assert _passes(_verdict(BIOGRAPHY, question, "Count Anton Wessely funded them."))
+
+
+def test_a_where_question_with_no_predicate_is_read_through_the_answers_own_words():
+    question = "Where is Arden Instruments?"
+    assert _blocked(_verdict(DEVICE, question, "It's in the town of Corby, Manitoba."))
+    assert _passes(_verdict(DEVICE, question, "In the town of Corby, Ontario."))

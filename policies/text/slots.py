@@ -278,13 +278,16 @@ def _is_name_word(tok: re.Match, text: str, run: list) -> bool:
         return True
     if not _CAPITAL.match(word):
         return False
-    if not run and (word.lower() in FUNCTION_WORDS or _inflected(word) and _sentence_start(text, tok.start())
-                    and not _SPACE_CAPITAL.match(text, tok.end())):
-        return False  # "The ...", "In 1889 ...", "Completed in 1889, ..."
+    if not run and (word.lower() in FUNCTION_WORDS or _sentence_start(text, tok.start())
+                    and (_inflected(word) and not _SPACE_CAPITAL.match(text, tok.end()) or _PREPOSITION_NEXT.match(text, tok.end()))):
+        return False  # "The ...", "In 1889 ...", "Completed in 1889, ...", "Born on 3 May ..."
     return not word.isdigit()
 
 
 _SPACE_CAPITAL = re.compile(r"\s+[A-Z]")
+# a sentence's first word followed by a preposition is a participle or adverb ("Born on", "Built in",
+# "Once in"); a name opening a sentence is followed by its verb or the rest of the name ("Guitars for Wounded Warriors")
+_PREPOSITION_NEXT = re.compile(r"\s+(?:on|in|at|by|as|into|under|after|before|during|with|from|for|to)\s+(?![A-Z])")
 
 
 def _sentence_start(text: str, at: int) -> bool:

@@ -21,8 +21,8 @@ from .base import ClaimToCheck, Evidence
 from .choice import BY_DATES, BY_WORDS, asks_for_value, choice_conflict, polar_conflict
 from .misplaced import misplaced
 from .readings import names_of as _names
-from .readings import sentences_of as _sentences
 from .readings import slots_of as _slots_of
+from .readings import subjects_of
 from .readings import words_of as _words_of
 from .roles import additive, clauses, in_list, negated_statement, role, same_role
 
@@ -192,7 +192,7 @@ def _backing_text(claim: ClaimToCheck, asked: tuple[Slot, ...]) -> str:
     kept = [d for d in texts if cover[d] >= best - TOPIC_SLACK]
     asked_names = [q for q in asked if q.kind == "name"]  # the hop: a full name the kept ones give
     known = [n for d in kept for n in _names(texts[d]) if len(n.value) >= 2 and not any(agree(n, q) for q in asked_names)]
-    kept += [d for d in texts if d not in kept and any(agree(n, k) for n in _subjects(texts[d]) for k in known)]
+    kept += [d for d in texts if d not in kept and any(agree(n, k) for n in subjects_of(texts[d]) for k in known)]
     return " ".join(texts[d] for d in kept)
 
 
@@ -217,17 +217,6 @@ def _written_in(slot: Slot, text: str) -> bool:
             return True
         at = text.find(folded, at + 1)
     return False
-
-
-def _subjects(text: str) -> list[Slot]:
-    """The names a text is about: each sentence's opening name ("Robert Anthony Eden, 1st Earl
-    of Avon, (1897 - 1977) was ..."), not every name it mentions in passing ("a British ...")."""
-    out = []
-    for sentence in _sentences(text):
-        first = next((n for n in _names(sentence) if len(n.value) >= 2), None)
-        if first is not None and not _words_of(sentence[:first.start]):
-            out.append(first)
-    return out
 
 
 def _negation_conflict(text: str, aligned: str) -> bool:

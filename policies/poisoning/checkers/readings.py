@@ -58,6 +58,17 @@ def sentences_of(text: str) -> tuple[str, ...]:
     return _read(_SENTENCES, text, lambda t: tuple(split_sentences(t)))
 
 
+def subjects_of(text: str) -> list[Slot]:
+    """The names a text is about: each sentence's opening name ("Robert Anthony Eden, 1st Earl
+    of Avon, (1897 - 1977) was ..."), not every name it mentions in passing ("a British ...")."""
+    out = []
+    for sentence in sentences_of(text):
+        first = next((n for n in names_of(sentence) if len(n.value) >= 2), None)
+        if first is not None and not words_of(sentence[:first.start]):
+            out.append(first)
+    return out
+
+
 def forget() -> None:
     """Drop every cached reading (tests that count readings start from none)."""
     for cache in (_SLOTS, _WORDS, _SENTENCES):

@@ -95,9 +95,17 @@ def in_list(text: str, slot: Slot) -> bool:
     """A member of a list of values ("2009 and 2010", "X, Y and Z", "X or Y"): the role holds many."""
     before = _words_before(text, slot.start, 2)
     after = [w for w in _words_after(text, slot.end, 3) if w.lower() not in DETERMINERS]
-    return (bool(before) and (before[-1] == "," and not _apposition(before) or before[-1].lower() in CONJUNCTIONS)
+    listed = before[-1:] == [","] and not _apposition(before) and _more_to_come(text, slot.end)
+    return (bool(before) and (listed or before[-1].lower() in CONJUNCTIONS)
             or len(after) > 1 and after[0].lower() in CONJUNCTIONS and not after[1][:1].islower()
             or text[slot.end:].lstrip().startswith("&"))
+
+
+def _more_to_come(text: str, end: int) -> bool:
+    """A list goes on to its "and"/"or" ("Oslo, Bergen and Paris"); "Eastmere, Nebraska" is a place
+    and its region, not a list of two."""
+    rest = re.split(r"[.!?;]", text[end:], maxsplit=1)[0]
+    return any(w.lower() in CONJUNCTIONS for w in _WORD.findall(rest))
 
 
 def _apposition(before: list[str]) -> bool:
