@@ -278,7 +278,7 @@ def _is_name_word(tok: re.Match, text: str, run: list) -> bool:
         return True
     if not _CAPITAL.match(word):
         return False
-    if not run and (word.lower() in FUNCTION_WORDS or _sentence_start(text, tok.start())
+    if not run and (word.lower() in FUNCTION_WORDS or sentence_start(text, tok.start())
                     and (_inflected(word) and not _SPACE_CAPITAL.match(text, tok.end()) or _PREPOSITION_NEXT.match(text, tok.end()))):
         return False  # "The ...", "In 1889 ...", "Completed in 1889, ...", "Born on 3 May ..."
     return not word.isdigit()
@@ -290,7 +290,7 @@ _SPACE_CAPITAL = re.compile(r"\s+[A-Z]")
 _PREPOSITION_NEXT = re.compile(r"\s+(?:on|in|at|by|as|into|under|after|before|during|with|from|for|to)\s+(?![A-Z])")
 
 
-def _sentence_start(text: str, at: int) -> bool:
+def sentence_start(text: str, at: int) -> bool:
     """Only white space, or a sentence end, quote or bracket, before `at`."""
     i = at - 1
     while i >= 0 and text[i].isspace():

@@ -64,7 +64,7 @@ def answered_otherwise(claim: str, question: str, unbacked: Sequence[Slot], aske
     def rival(x: Slot) -> bool:
         return not any(agree(x, q) for q in asked) and not any(agree(x, s) for s in said)
 
-    if any(rival(x) for x in slots_of(best.sentence) if x.kind == "name"):
+    if any(rival(x) for x in there if x.kind == "name"):
         return True
     if PERSONAL.intersection(w.lower() for w in _WORD.findall(best.sentence)):  # "In 1889 she became the first …"
         named = antecedent(best, about)
@@ -106,7 +106,9 @@ def _around(sentence: Evidence, evidence: Sequence[Evidence]) -> list[str]:
         if n is None:
             continue
         known[n] = e.sentence
-        head, _, tail = e.window.partition(e.sentence) if e.sentence in e.window else ("", "", "")
+        head, found, tail = e.window.partition(e.sentence)
+        if not found:
+            continue
         if head.strip() and n > 0:
             known.setdefault(n - 1, head.strip())
         if tail.strip():

@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from ...text.slots import Slot, name_key
+from ...text.slots import Slot, name_key, sentence_start
 from .readings import slots_of
 
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
-_SENTENCE_END = re.compile(r"[.!?:;\"“(\n]\s*$")
 
 
 def asked_slots(question: str, evidence: Iterable[str]) -> tuple[Slot, ...]:
@@ -47,19 +46,16 @@ def asked_slots(question: str, evidence: Iterable[str]) -> tuple[Slot, ...]:
 def _proper_words(text: str, wanted: set[str]) -> set[str]:
     """Of the wanted lower-case words, those the text writes only with a capital, at least once
     inside a sentence."""
-    seen: dict[str, list[bool]] = {}
+    lower, inner = set(), set()
     for m in _WORD.finditer(text):
-        word = m.group(0)
-        key = word.lower()
+        key = m.group(0).lower()
         if key not in wanted:
             continue
-        if not word[:1].isupper():
-            seen[key] = [False]
-            continue
-        marks = seen.setdefault(key, [True, False])
-        if len(marks) == 2 and not _SENTENCE_END.search(text[max(0, m.start() - 3):m.start()]) and m.start() > 0:
-            marks[1] = True
-    return {w for w, marks in seen.items() if len(marks) == 2 and marks[1]}
+        if not m.group(0)[:1].isupper():
+            lower.add(key)
+        elif not sentence_start(text, m.start()):
+            inner.add(key)
+    return inner - lower
 
 
 def _typed_lower(text: str) -> bool:
