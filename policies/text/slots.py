@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..cache import cache_short
 from .sentences import abbreviation_at
+from .units import UNITS as _UNITS
 from .words import FUNCTION_WORDS, NEGATORS, content_words, fold, negated, stem, words  # noqa: F401 (the slot readers' words)
 
 _NUMBER_WORDS = {w: n for n, w in enumerate(
@@ -27,36 +28,6 @@ _MONTHS = {m: n + 1 for n, m in enumerate(
 _MONTHS.update({m[:3]: n for m, n in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
 
-# unit → (dimension, factor to the dimension's base unit)
-_UNITS: dict[str, tuple[str, float]] = {}
-for _names, _dim, _factor in (
-    ("mm millimetre millimetres millimeter millimeters", "length", 1e-3),
-    ("cm centimetre centimetres centimeter centimeters", "length", 1e-2),
-    ("m metre metres meter meters", "length", 1.0),
-    ("km kilometre kilometres kilometer kilometers", "length", 1e3),
-    ("in inch inches", "length", 0.0254), ("ft foot feet", "length", 0.3048),
-    ("yd yard yards", "length", 0.9144), ("mi mile miles", "length", 1609.344),
-    ("mg milligram milligrams", "mass", 1e-6), ("g gram grams", "mass", 1e-3),
-    ("kg kilogram kilograms kilo kilos", "mass", 1.0), ("t tonne tonnes ton tons", "mass", 1e3),
-    ("lb lbs pound pounds", "mass", 0.45359237), ("oz ounce ounces", "mass", 0.0283495),
-    ("ms millisecond milliseconds", "time", 1e-3), ("s sec secs second seconds", "time", 1.0),
-    ("min mins minute minutes", "time", 60.0), ("h hr hrs hour hours", "time", 3600.0),
-    ("day days", "time", 86400.0), ("week weeks", "time", 604800.0),
-    ("month months", "time", 2629800.0), ("year years yr yrs", "time", 31557600.0),
-    ("decade decades", "time", 315576000.0), ("century centuries", "time", 3155760000.0),
-    ("% percent per cent", "ratio", 0.01),
-    ("$ usd dollar dollars", "usd", 1.0), ("€ eur euro euros", "eur", 1.0), ("£ gbp", "gbp", 1.0),
-    ("kb kilobyte kilobytes", "bytes", 1e3), ("mb megabyte megabytes", "bytes", 1e6),
-    ("gb gigabyte gigabytes", "bytes", 1e9), ("tb terabyte terabytes", "bytes", 1e12),
-    ("l litre litres liter liters", "volume", 1.0), ("ml millilitre millilitres milliliter milliliters", "volume", 1e-3),
-    ("°c celsius", "celsius", 1.0), ("°f fahrenheit", "fahrenheit", 1.0),
-    ("km/h kph", "speed", 1 / 3.6), ("mph", "speed", 0.44704),
-    ("hz hertz", "frequency", 1.0), ("khz", "frequency", 1e3), ("mhz", "frequency", 1e6), ("ghz", "frequency", 1e9),
-    ("w watt watts", "power", 1.0), ("kw kilowatt kilowatts", "power", 1e3),
-    ("v volt volts", "voltage", 1.0), ("mah", "charge", 1.0),
-):
-    for _name in _names.split():
-        _UNITS[_name] = (_dim, _factor)
 _CONNECTORS = frozenset("of de du des la le van von der den da di del y & the".split())
 
 _NUMBER = re.compile(r"(?<![\w.])([$€£])?\s?(\d{1,3}(?:[,\u00a0 ]\d{3})+|\d+)(?:\.(\d+))?(?![\d])")

@@ -6,7 +6,7 @@ import re
 
 from .lexicon import KNOWN_PLACE_RE, NOT_PLACES, canonical_place
 from .model import Kind, Sentence, Statement
-from .subject import subject_of
+from .subject import subject_of, topic_words
 
 
 def stmt(
@@ -44,6 +44,7 @@ def stmt(
         request=s.imperative,
         replaces=s.replaces,
         adds=s.adds,
+        context=topic_words(s.text),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from .build import stated, stmt
 from .model import _NOT_A_NEGATION, Sentence, Statement
-from .subject import subject_of
+from .subject import lemma, subject_of
 from .typed import typed_values
 
 _NEGATION = re.compile(
@@ -47,8 +47,30 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
         others = [span for span in spans if span != (t.start, t.end) and c0 <= span[0] < c1]
         if t.type.startswith("attr:") and others:
             continue  # "the blue team has 9 members": the amount is the value, the colour says which team
-        subject = subject_of(s, t.start, t.end, others)
+        role = _role_beside(s, t.start, t.end) if t.type == "name" else None
+        subject = role or subject_of(s, t.start, t.end, others)
         yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
+
+
+_ROLE_AFTER = re.compile(r"\s*,\s*(?:my|his|her|our|their|your)\s+(?P<np>[a-z][\w' -]{1,40}?)\s*(?:[,.;!?]|$)")
+_ROLE_BEFORE = re.compile(r"\b(?:my|his|her|our|their|your)\s+(?P<np>(?:[a-z][\w'-]*\s+){0,3}[a-z][\w'-]*)\s*,\s*$")
+
+
+def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
+    """A person named in apposition to their role ("Tom, my manager", "his homeroom teacher,
+    Mr. O'Brien"): the role is what the name is the value of, and it belongs to someone else,
+    as in "my manager is Priya"."""
+    after = _ROLE_AFTER.match(s.text, end)
+    before = None if after else _ROLE_BEFORE.search(s.text, 0, start)
+    if before and s.text[before.end():start].strip():
+        before = None
+    m = after or before
+    if not m:
+        return None
+    return ("@other", *(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE))
+
+
+_NOT_ROLE = {"the", "a", "an", "new", "old", "own"}
 
 
 _NEGATORS = {"don't", "dont", "do", "doesn't", "won't", "wont", "can't", "cannot", "never", "shouldn't", "mustn't", "isn't",

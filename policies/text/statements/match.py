@@ -59,6 +59,8 @@ class Matcher:
             return True
         if not wa or not wb:  # "Correction: it's 4 nights", "make it 7:30pm instead", "forget TypeScript"
             return b.correction or b.changes or a.negated != b.negated
+        if _measured(a.slot) and _measured(b.slot) and (wa & b.context or wb & a.context):
+            return True  # "the kitchen backsplash, the area's 30 sq ft" … "my 45 sq ft backsplash"
         cosine = self.phrase_cosine(_phrase(wa, a.subject), _phrase(wb, b.subject))
         return cosine is not None and cosine >= SUBJECT_SIMILARITY
 
@@ -72,6 +74,13 @@ class Matcher:
             return False  # names and codes ("Paris", "Q3") name different things
         cosine = self.phrase_cosine(" ".join(sorted(qa)), " ".join(sorted(qb)))
         return cosine is not None and cosine >= QUALIFIER_SIMILARITY
+
+
+def _measured(slot: str) -> bool:
+    """A measurement, an amount of money or a calendar date: a value specific enough that the
+    sentence around it, not only its clause, says what it is about. Bare numbers, names and
+    weekdays recur across topics too often for that."""
+    return slot.startswith(("v.qty:", "v.money:", "v.date", "date.", "amount."))
 
 
 def _phrase(bare: set[str], subject: tuple[str, ...] = ()) -> str:

@@ -11,6 +11,7 @@ marked with a leading "^": they name which thing whatever their position.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from .model import Sentence
 
@@ -24,6 +25,7 @@ up out over off down back both either neither yes yeah ok okay hi hey oh well so
 instead rather after right sure mean meant said think thought want wants wanted like would need needs needed
 make made get got keep going gonna go goes new current updated revised final total overall whole same max maximum
 min minimum exact actual real entire full anything everything something nothing way thing things stuff
+anywhere everywhere throughout whatsoever ever
 """.split())
 GAP = "|"  # between two subject words that are not next to each other in the text
 _WORD = re.compile(r"[\w'’-]+")
@@ -70,6 +72,14 @@ def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]
     while out and out[-1] == GAP:
         out.pop()
     return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def topic_words(text: str) -> frozenset[str]:
+    """Every content word of a sentence, as subject words are written: a value's subject is its
+    clause, but the sentence around it says what the clause leaves out ("the kitchen backsplash,
+    the area's 30 square feet")."""
+    return frozenset(lemma(w) for w in _WORD.findall(text) if w.lower().replace("’", "'") not in _FUNCTION)
 
 
 def words_of(text: str) -> list[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..units import PHRASES
+from ..units import UNITS as TABLE
 from .attributes import attributes
 from .lexicon import MONTH, MONTHS, NUMBER_WORDS, WEEKDAY
 
@@ -31,31 +33,12 @@ _MONEY = re.compile(
 _CURRENCY = {"$": "usd", "dollar": "usd", "dollars": "usd", "bucks": "usd", "usd": "usd", "€": "eur", "euro": "eur",
              "euros": "eur", "eur": "eur", "£": "gbp", "pounds": "gbp", "gbp": "gbp", "quid": "gbp", "¥": "jpy"}
 
-# unit → (dimension, factor to the base unit)
-UNITS: dict[str, tuple[str, float]] = {
-    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), ("duration", 1.0)),
-    **dict.fromkeys(("min", "mins", "minute", "minutes"), ("duration", 60.0)),
-    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), ("duration", 3600.0)),
-    **dict.fromkeys(("day", "days"), ("duration", 86400.0)),
-    **dict.fromkeys(("week", "weeks"), ("duration", 604800.0)),
-    **dict.fromkeys(("month", "months"), ("duration", 2592000.0)),  # 30 days: months compare with months
-    **dict.fromkeys(("year", "years", "yr", "yrs"), ("duration", 31536000.0)),
-    **dict.fromkeys(("mm", "millimetre", "millimeter", "millimetres", "millimeters"), ("length", 0.001)),
-    **dict.fromkeys(("cm", "centimetre", "centimeter", "centimetres", "centimeters"), ("length", 0.01)),
-    **dict.fromkeys(("m", "metre", "meter", "metres", "meters"), ("length", 1.0)),
-    **dict.fromkeys(("km", "kilometre", "kilometer", "kilometres", "kilometers"), ("length", 1000.0)),
-    **dict.fromkeys(("mi", "mile", "miles"), ("length", 1609.344)),
-    **dict.fromkeys(("ft", "foot", "feet"), ("length", 0.3048)),
-    **dict.fromkeys(("kb", "kilobytes", "kilobyte"), ("data", 1e3)), **dict.fromkeys(("mb", "megabytes", "megabyte"), ("data", 1e6)),
-    **dict.fromkeys(("gb", "gigabytes", "gigabyte"), ("data", 1e9)), **dict.fromkeys(("tb", "terabytes", "terabyte"), ("data", 1e12)),
-    "ki": ("data", 1024.0), "kib": ("data", 1024.0), "mi": ("data", 1024.0 ** 2), "mib": ("data", 1024.0 ** 2),
-    "gi": ("data", 1024.0 ** 3), "gib": ("data", 1024.0 ** 3), "ti": ("data", 1024.0 ** 4), "tib": ("data", 1024.0 ** 4),
-    **dict.fromkeys(("g", "gram", "grams"), ("mass", 1.0)), **dict.fromkeys(("kg", "kilo", "kilos", "kilograms"), ("mass", 1000.0)),
-    **dict.fromkeys(("lb", "lbs"), ("mass", 453.592)),
-    **dict.fromkeys(("%", "percent", "per cent"), ("percent", 1.0)),
-    **dict.fromkeys(("px", "pixel", "pixels"), ("pixels", 1.0)),
-}
-_UNIT = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
+# Units from the shared table, less what reads as a word after a number ("3 in stock", "2 t-shirts")
+# and currencies (money is read above, with its own symbols)
+_AMBIGUOUS = {"in", "t", "l", "v", "w", "ha", "$", "€", "£", "usd", "eur", "gbp", "dollar", "dollars", "euro", "euros"}
+UNITS = {u: dim for u, dim in TABLE.items() if u not in _AMBIGUOUS}
+_BINARY = {"Ki": "kib", "Mi": "mib", "Gi": "gib", "Ti": "tib"}  # Kubernetes quantities: "512Mi" is not 512 miles
+_UNIT = "|".join(sorted((re.escape(u) for u in [*UNITS, *PHRASES, *_BINARY]), key=len, reverse=True))
 _QUANTITY = re.compile(rf"\b(?P<n>{_NUM}|{_WORD_NUM}|an?)(?:\s?-\s?|\s?|\s+(?:full|whole|extra|additional)\s+)(?P<u>{_UNIT})(?![\w])", re.I)
 _COUNT = re.compile(rf"\b(?P<n>{_NUM}|{_WORD_NUM})\s+(?P<noun>[a-z][a-z-]{{2,}}s)\b")
 _DATE = re.compile(
@@ -87,7 +70,7 @@ def number(raw: str) -> float | None:
 
 def typed_values(text: str) -> list[Typed]:
     """Every typed value in `text`, longest first where two overlap (a date is not also a count)."""
-    found = _money(text) + _quantities(text) + _dates(text) + _times(text) + _attributes(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
+    found = _money(text) + _quantities(text) + _dates(text) + _years(text) + _times(text) + _attributes(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
     out: list[Typed] = []
     for t in found:  # earlier kinds win an overlap
         if not any(t.start < o.end and o.start < t.end for o in out):
@@ -109,15 +92,22 @@ def _money(text: str) -> list[Typed]:
     return out
 
 
+_FRACTIONS = {"half": 0.5, "quarter": 0.25, "third": 1 / 3}
+_FRACTION = re.compile(r"\b(?:a\s+|one\s+)?(half|quarter|third)\s+(?:of\s+)?$", re.I)
+
+
 def _quantities(text: str) -> list[Typed]:
     out = []
     for m in _QUANTITY.finditer(text):
-        unit = m.group("u").lower()
+        raw = m.group("u")
+        unit = _BINARY.get(raw) or PHRASES.get(raw.lower()) or raw.lower()
         n = number(m.group("n"))
-        if n is None or (unit in ("m", "s", "g", "h") and not m.group("n")[0].isdigit()):
+        if n is None or unit not in UNITS or (unit in ("m", "s", "g", "h") and not m.group("n")[0].isdigit()):
             continue
         dimension, factor = UNITS[unit]
-        out.append(Typed(f"qty:{dimension}", f"{n * factor:g}", m.start(), m.end()))
+        part = _FRACTION.search(text, 0, m.start())
+        n *= _FRACTIONS[part.group(1).lower()] if part else 1.0  # "a quarter of an hour" is 15 minutes
+        out.append(Typed(f"qty:{dimension}", f"{n * factor:g}", part.start() if part else m.start(), m.end()))
     return out
 
 
@@ -152,6 +142,14 @@ def _dates(text: str) -> list[Typed]:
     return out
 
 
+_YEAR = re.compile(r"\b(?:in|since|from|until|till|of|born|during)\s+(?:early\s+|late\s+|mid-?)?(?P<y>(?:19|20)\d\d)\b(?![\d%-]|\s*(?:am|pm)\b)", re.I)
+
+
+def _years(text: str) -> list[Typed]:
+    """A year on its own where a date goes ("born in 1987", "since 2019"): a date, not a count."""
+    return [Typed("date", f"y{m.group('y')}", m.start("y"), m.end("y")) for m in _YEAR.finditer(text)]
+
+
 def _times(text: str) -> list[Typed]:
     out = []
     for m in _TIME.finditer(text):
@@ -174,9 +172,13 @@ _BARE = re.compile(rf"(?<![\w$€£¥.,-])(?P<n>{_NUM})(?![\w%-]|[.,]\d)")
 _BARE_WORD = re.compile(rf"\b(?P<n>{'|'.join(w for w in sorted(NUMBER_WORDS, key=len, reverse=True) if w != 'one')})\b(?!-)", re.I)
 
 
+_LABEL = re.compile(r"(?<![\w'’])[A-Z][a-z]+\s+$")  # "Phase 2", "Gate 14": a number after a capitalised word says which one
+
+
 def _numbers(text: str) -> list[Typed]:
     """Bare numbers, in digits or words ("serves six"); "one" is a pronoun more often than a number."""
     found = list(_BARE.finditer(text)) + list(_BARE_WORD.finditer(text))
+    found = [m for m in found if not _LABEL.search(text, 0, m.start())]
     return [Typed("num", f"{number(m.group('n')):g}", m.start(), m.end()) for m in found]
 
 
