@@ -185,11 +185,16 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agen
     by_slot: dict[str, list[Located]] = {}
     for loc in ordered:
         by_slot.setdefault(value_type(loc.st.slot), []).append(loc)
+    bare = [loc for loc in ordered if loc.st.slot == "v.num"]  # an amount may be said without its currency
+    for key in [k for k in by_slot if k.startswith("v.money:")] if bare else ():
+        by_slot[key] = sorted(by_slot[key] + bare, key=lambda l: l.order)
     clashes: list[Clash] = []
     for items in by_slot.values():
         for j, newer in enumerate(items):
             duplicate_seen = False
             for older in reversed(items[:j]):
+                if older.message == newer.message and value_type(older.st.slot) != value_type(newer.st.slot):
+                    continue  # "under $80 in a size 10": a bare number beside an amount is another value
                 if conflicts(older.st, newer.st, matcher):
                     if not agent.acted_on(older, newer):
                         clashes.append(make_clash(older, newer))

@@ -10,6 +10,7 @@ import re
 from .lexicon import places_compatible
 from .match import Matcher
 from .model import Statement
+from .subject import words
 from .values import count_noun
 
 _COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
@@ -138,11 +139,21 @@ def same_kind(a: str, b: str) -> bool:
 def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
     """One slot, one subject, one scope; a value typed on its own ("v.date") needs a matching subject,
     and compares with any slot that holds its kind of value (value_type)."""
+    if _bare_amount(a, b):
+        return matcher.same_scope(a, b)  # "my grocery budget is $400" … "groceries should be 650 a month"
     if a.slot != b.slot and not (a.slot.startswith("v.") or b.slot.startswith("v.")) or not same_kind(a.slot, b.slot):
         return False
     if (a.slot.startswith("v.") or b.slot.startswith("v.")) and not matcher.same_subject(a, b):
         return False
     return matcher.same_scope(a, b)
+
+
+def _bare_amount(a: Statement, b: Statement) -> bool:
+    """A bare number said of what an amount of money was said of, in the same words: the number is
+    that amount with its currency left out. Only on shared words: a number's subject is too thin
+    for meaning alone to tie it to money."""
+    types = {value_type(a.slot).split(":", 1)[0], value_type(b.slot).split(":", 1)[0]}
+    return types == {"v.money", "v.number"} and "v.num" in (a.slot, b.slot) and bool(words(a.subject) & words(b.subject))
 
 
 def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:

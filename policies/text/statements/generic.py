@@ -52,8 +52,8 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
         yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
 
 
-_ROLE_AFTER = re.compile(r"\s*,\s*(?:my|his|her|our|their|your)\s+(?P<np>[a-z][\w' -]{1,40}?)\s*(?:[,.;!?]|$)")
-_ROLE_BEFORE = re.compile(r"\b(?:my|his|her|our|their|your)\s+(?P<np>(?:[a-z][\w'-]*\s+){0,3}[a-z][\w'-]*)\s*,\s*$")
+_ROLE_AFTER = re.compile(r"\s*,\s*(?P<whose>my|his|her|our|their|your)\s+(?P<np>[a-z][\w' -]{1,40}?)\s*(?:[,.;!?]|$)")
+_ROLE_BEFORE = re.compile(r"\b(?P<whose>my|his|her|our|their|your)\s+(?P<np>(?:[a-z][\w'-]*\s+){0,3}[a-z][\w'-]*)\s*,\s*$")
 
 
 def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
@@ -67,7 +67,8 @@ def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
     m = after or before
     if not m:
         return None
-    return ("@other", *(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE))
+    whose = ("@other",) if m.group("whose").lower() in ("his", "her", "their") else ()  # "his teacher" is not the user's
+    return (*whose, *(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE))
 
 
 _NOT_ROLE = {"the", "a", "an", "new", "old", "own"}

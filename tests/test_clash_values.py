@@ -1,0 +1,51 @@
+"""The clash detector on values said the way people say them: units from the shared table, a
+measurement whose subject is in the rest of its sentence, a year on its own, a person named beside
+their role, an amount said without its currency, fractions of a unit, numbered labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxwarden.policies.cache import stable_hash
+from ctxwarden.policies.clash.detect import Located, local_clashes
+from ctxwarden.policies.text.statements.extract import extract
+
+
+def contradictions(*turns: str):
+    found = []
+    for i, text in enumerate(turns):
+        found += [Located(2 * i, -1, f"{stable_hash(text)}#{i}", st) for st in extract(text)]
+    return [c for c in local_clashes(found) if not c.duplicate]
+
+
+@pytest.mark.parametrize("older, newer, old_value, new_value", [
+    # a unit the clash detector did not read before the table was shared
+    ("The rain barrel holds 2 gallons.", "The rain barrel holds 12 litres.", "7.57082", "12"),
+    # the later value's subject ("shed floor") is in the earlier sentence, not in the clause of its value
+    ("We're painting the shed floor, the area is 120 square feet.", "since my shed floor is only 90 sq ft, how many tins?", "11.1484", "8.36127"),
+    # "gigs" are gigabytes; "memory" and "RAM" share no word, "box" ties them
+    ("Our staging box runs with 16GB of RAM.", "given the staging box has 8 gigs of memory, which heap size fits?", "1.6e+10", "8e+09"),
+    # a year where a date goes
+    ("I joined the company in 2015.", "Sorry, I misspoke, I joined in 2012.", "y2015", "y2012"),
+    # a person beside their role
+    ("My landlord is Gerald.", "Send the notice to Brenda, my landlord.", "gerald", "brenda"),
+    ("My daughter's piano teacher is Mr. Okafor.", "Email her piano teacher, Ms. Lindqvist, about the recital.", "okafor", "lindqvist"),
+    # an amount said without its currency, of the same thing
+    ("The monthly phone budget is $60.", "phone budget should be 75 now", "60", "75"),
+])
+def test_values_said_in_other_words_clash(older, newer, old_value, new_value):
+    found = contradictions(older, "What else should I think about?", newer)
+    assert [(c.older.st.value, c.newer.st.value) for c in found] == [(old_value, new_value)]
+
+
+@pytest.mark.parametrize("turns", [
+    ("The rain barrel holds 2 gallons.", "so the rain barrel holds about 7.6 litres"),  # the same, in litres
+    ("Keep the call to 30 minutes.", "keep the call to half an hour please"),  # the same, as a fraction
+    ("Phase 1 of the move is in March.", "Phase 2 is the unpacking."),  # labels, not a count that changed
+    ("Send the notice to Brenda, my landlord.", "Send a copy to Omar, my accountant."),  # two roles
+    ("Find a desk lamp under $40 with 3 brightness levels.", "Something with a warm light."),  # a number beside an amount
+    ("The monthly phone budget is $60.", "We have 2 lines on the plan."),  # a number of something else
+    ("I joined the company in 2015.", "We moved house in 2019."),  # another event's year
+])
+def test_the_same_value_or_another_thing_does_not_clash(turns):
+    assert contradictions(*turns) == []
