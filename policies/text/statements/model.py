@@ -88,7 +88,7 @@ _REPLACE = re.compile(
 )
 _ADDITIVE = re.compile(r"\b(?:too|also|as well|in addition|additionally|another|extra)\b")  # "a gym would be nice too" adds
 _NEW_STEP = re.compile(
-    r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next(?!\s+to\b)|another|try|widen|narrow|broaden|the same (?:for|with|on)|too|"
+    r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next(?!\s+to\b)|another|try|widen|narrow|broaden|the same(?:\s+\w+){0,2}\s+(?:for|with|on)|too|"
     r"as well)\b|\bthen\W*$|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
 )
 _SPEAKER_FIRST = re.compile(r"(?:i|we|my|our)\b")  # "I want a budget hotel again" states, it runs nothing
