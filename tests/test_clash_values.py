@@ -49,3 +49,16 @@ def test_values_said_in_other_words_clash(older, newer, old_value, new_value):
 ])
 def test_the_same_value_or_another_thing_does_not_clash(turns):
     assert contradictions(*turns) == []
+
+
+@pytest.mark.parametrize("older, newer", [
+    ("We have no carpets in the house.", "Book a cleaner to shampoo the living room carpets on Saturday."),
+    ("I'd like a route without toll roads.", "Take the toll road through the tunnel, it's faster."),
+])
+def test_a_thing_refused_with_no_or_without_clashes_with_asking_for_it(older, newer):
+    found = contradictions(older, "Thanks, that helps.", newer)
+    assert found and all(c.older.message == 0 and c.newer.message == 4 for c in found)
+
+
+def test_a_refused_thing_mentioned_in_another_request_is_not_asked_for():
+    assert contradictions("No meetings on Friday please.", "Move the standup meetings to Thursday.") == []

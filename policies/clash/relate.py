@@ -61,6 +61,8 @@ def _specific(st: Statement) -> bool:
 
 def _contained(a: Statement, b: Statement) -> bool:
     """Whether `a`'s object is part of what `b` is about."""
+    if a.refused and set(a.refused) <= content_words(b):
+        return True  # "no chrome anywhere" … "let's get polished chrome"
     obj = object_words(a)
     if not obj or not obj <= content_words(b):
         return False

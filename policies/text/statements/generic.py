@@ -12,11 +12,12 @@ read the same value.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Iterator
 
 from .build import stated, stmt
 from .model import _NOT_A_NEGATION, Sentence, Statement
-from .subject import lemma, subject_of
+from .subject import FUNCTION_WORDS, lemma, subject_of
 from .typed import typed_values
 
 _NEGATION = re.compile(
@@ -92,5 +93,24 @@ def clause_statements(s: Sentence) -> Iterator[Statement]:
         if len(content) < 1:
             continue
         negated = bool(_NEGATION.search(_NOT_A_NEGATION.sub(" ", s.lower[c0:c1])))
-        yield stmt(s, "v.act", "preference", " ".join(content), " ".join(content[:3]), c0, c1, negated=negated,
-                   substitutable=False, subject=subject)
+        st = stmt(s, "v.act", "preference", " ".join(content), " ".join(content[:3]), c0, c1, negated=negated,
+                  substitutable=False, subject=subject)
+        yield replace(st, refused=_refused(s.lower[c0:c1])) if negated else st
+
+
+_DETERMINER_NEGATION = re.compile(r"\b(?:no|any|without)\s+(?P<np>[a-z][\w'-]*(?:[\s/]+[a-z][\w'-]*){0,2})")
+
+
+def _refused(clause: str) -> tuple[str, ...]:
+    """The noun phrase after "no", "any" or "without" ("no smart locks in the house" → smart lock):
+    what follows a determiner is a thing, so one word of it names the object, where a clause's
+    words would need two (a lone shared verb is not one action)."""
+    m = _DETERMINER_NEGATION.search(clause)
+    if not m:
+        return ()
+    out: list[str] = []
+    for w in re.split(r"[\s/]+", m.group("np")):
+        if w in FUNCTION_WORDS:
+            break
+        out.append(lemma(w))
+    return tuple(out)

@@ -44,6 +44,7 @@ class Statement:
     request: bool = False  # the sentence asks the agent to do something now ("show me page 2")
     replaces: bool = False  # the sentence puts its value in place of an earlier one ("... instead", "rather than ...")
     adds: bool = False  # the sentence adds to what was said ("also", "too", "as well")
+    refused: tuple[str, ...] = ()  # the noun phrase a "no"/"any"/"without" refuses ("no smart locks"): one object
     context: frozenset[str] = frozenset()  # the sentence's topic words (subject.topic_words): what else it is about
 
 

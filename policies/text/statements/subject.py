@@ -27,6 +27,7 @@ make made get got keep going gonna go goes new current updated revised final tot
 min minimum exact actual real entire full anything everything something nothing way thing things stuff
 anywhere everywhere throughout whatsoever ever
 """.split())
+FUNCTION_WORDS = _FUNCTION
 GAP = "|"  # between two subject words that are not next to each other in the text
 _WORD = re.compile(r"[\w'’-]+")
 _OBJECT_NEXT = re.compile(r"\s+(?:the|a|an|my|our|your|this|that|these|those|it|them|me|us|all|every|each)\b")
