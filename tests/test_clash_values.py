@@ -27,6 +27,8 @@ def contradictions(*turns: str):
     ("Our staging box runs with 16GB of RAM.", "given the staging box has 8 gigs of memory, which heap size fits?", "1.6e+10", "8e+09"),
     # a year where a date goes
     ("I joined the company in 2015.", "Sorry, I misspoke, I joined in 2012.", "y2015", "y2012"),
+    # a month on its own where a date goes
+    ("The orchard's last frost is usually around April 20.", "since the orchard's last frost is early May, when do I sow beans?", "m4d20", "m5"),
     # a person beside their role
     ("My landlord is Gerald.", "Send the notice to Brenda, my landlord.", "gerald", "brenda"),
     ("My daughter's piano teacher is Mr. Okafor.", "Email her piano teacher, Ms. Lindqvist, about the recital.", "okafor", "lindqvist"),
@@ -46,6 +48,7 @@ def test_values_said_in_other_words_clash(older, newer, old_value, new_value):
     ("Find a desk lamp under $40 with 3 brightness levels.", "Something with a warm light."),  # a number beside an amount
     ("The monthly phone budget is $60.", "We have 2 lines on the plan."),  # a number of something else
     ("I joined the company in 2015.", "We moved house in 2019."),  # another event's year
+    ("The audit report is due at the end of March.", "so the audit report is due March 31"),  # a day of that month
 ])
 def test_the_same_value_or_another_thing_does_not_clash(turns):
     assert contradictions(*turns) == []

@@ -19,6 +19,9 @@ _COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
 def _date_parts(value: str) -> tuple[str, int | None, int | None, str]:
     if value.startswith("wd:"):
         return ("weekday", None, None, value)
+    month = re.fullmatch(r"m(\d+)", value)
+    if month:
+        return ("month", int(month.group(1)), None, value)
     m = re.fullmatch(r"(?:m(\d+))?d(\d+)(?:y\d+)?", value)
     if not m:
         return ("other", None, None, value)
@@ -35,6 +38,8 @@ def _dates_compatible(a: str, b: str) -> bool:
     kb, mb, db, rb = _date_parts(b)
     if _year(a) and _year(b) and _year(a) != _year(b):
         return False  # 12 April 1988 / 12 April 1989
+    if {ka, kb} == {"month", "day"} or ka == kb == "month":
+        return ma is None or mb is None or ma == mb  # "mid-May" is no day of April
     if ka != kb:
         return True  # "Friday" and "March 3" cannot be compared without a calendar
     if ka == "weekday":

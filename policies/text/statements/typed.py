@@ -70,7 +70,7 @@ def number(raw: str) -> float | None:
 
 def typed_values(text: str) -> list[Typed]:
     """Every typed value in `text`, longest first where two overlap (a date is not also a count)."""
-    found = _money(text) + _quantities(text) + _dates(text) + _years(text) + _times(text) + _attributes(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
+    found = _money(text) + _quantities(text) + _dates(text) + _months(text) + _years(text) + _times(text) + _attributes(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
     out: list[Typed] = []
     for t in found:  # earlier kinds win an overlap
         if not any(t.start < o.end and o.start < t.end for o in out):
@@ -143,6 +143,14 @@ def _dates(text: str) -> list[Typed]:
 
 
 _YEAR = re.compile(r"\b(?:in|since|from|until|till|of|born|during)\s+(?:early\s+|late\s+|mid-?)?(?P<y>(?:19|20)\d\d)\b(?![\d%-]|\s*(?:am|pm)\b)", re.I)
+
+
+_MONTH_ONLY = re.compile(rf"\b(?:(?:early|mid|late|the\s+end\s+of|end\s+of|the\s+start\s+of|start\s+of)[\s-]+|in\s+)(?P<m>{MONTH})(?![\w-]|\s+\d)", re.I)
+
+
+def _months(text: str) -> list[Typed]:
+    """A month on its own where a date goes ("mid-May", "in June"): comparable with a day of another month."""
+    return [Typed("date", f"m{MONTHS[m.group('m').lower().rstrip('.')]}", m.start(), m.end()) for m in _MONTH_ONLY.finditer(text)]
 
 
 def _years(text: str) -> list[Typed]:
