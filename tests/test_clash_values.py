@@ -44,6 +44,7 @@ def test_values_said_in_other_words_clash(older, newer, old_value, new_value):
     ("The rain barrel holds 2 gallons.", "so the rain barrel holds about 7.6 litres"),  # the same, in litres
     ("Keep the call to 30 minutes.", "keep the call to half an hour please"),  # the same, as a fraction
     ("Phase 1 of the move is in March.", "Phase 2 is the unpacking."),  # labels, not a count that changed
+    ("Stage 1 of the garden redo is done by April 4.", "Stage 2 — the raised beds — is done by June 9."),  # an aside between dashes
     ("Send the notice to Brenda, my landlord.", "Send a copy to Omar, my accountant."),  # two roles
     ("Find a desk lamp under $40 with 3 brightness levels.", "Something with a warm light."),  # a number beside an amount
     ("The monthly phone budget is $60.", "We have 2 lines on the plan."),  # a number of something else

@@ -50,6 +50,25 @@ class Statement:
 
 # ----------------------------------------------------------------------------- sentences
 
+_DASHES = ("—", "–", " - ")
+
+
+def _without_asides(spans: list[tuple[int, int]], lower: str) -> tuple[tuple[int, int], ...]:
+    """Clause boundaries, less a pair of dashes around a short aside ("Phase 2 — the member portal —
+    is due July 15"): what comes after the aside continues the clause before it."""
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(spans):
+        a = spans[i]
+        b = spans[i + 1] if i + 1 < len(spans) else None
+        if b and lower[a[0]:a[1]] in _DASHES and lower[b[0]:b[1]] in _DASHES and len(lower[a[1]:b[0]].split()) <= 5:
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return tuple(out)
+
+
 _CLAUSE = re.compile(
     r"(?<!\d),|,(?!\d)|;|:|—|–|\s-\s|\((?!\d)|\)|\b(?:but|and|although|though|whereas|while|so|because|since|yet|however|plus)\b", re.I
 )
@@ -253,5 +272,5 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
         new_step=bool(_NEW_STEP.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
         replaces=bool(_REPLACE.search(lower)) and not _ADDITIVE.search(lower),
         adds=bool(_ADDITIVE.search(lower)),
-        boundaries=tuple(m.span() for m in _CLAUSE.finditer(lower)),
+        boundaries=_without_asides([m.span() for m in _CLAUSE.finditer(lower)], lower),
     )

@@ -68,6 +68,7 @@ def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]
                 out.append(GAP)  # words apart in the text are not a head and its qualifier
             continue
         digits = any(ch.isdigit() for ch in raw) and any(ch.isalpha() for ch in raw) and "-" not in raw
+        digits = digits or (raw.isdigit() and bool(out) and out[-1] != GAP)  # "phase 2": the number says which phase
         marked = (raw[0].isupper() and m.start() > 0) or digits
         out.append(("^" if marked else "") + lemma(low))
     while out and out[-1] == GAP:
