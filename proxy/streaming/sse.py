@@ -98,14 +98,31 @@ class UsageStripper:
     complete; only an event still arriving is held."""
 
     def __init__(self) -> None:
-        self._splitter = EventSplitter()
+        self._buf = b""
 
     def feed(self, chunk: bytes) -> bytes:
-        return b"".join(e.raw for e in self._splitter.feed(chunk) if not _usage_only(e))
+        buf = self._buf + chunk
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            self._buf = buf
+            return b""
+        whole, self._buf = buf[: end + 2], buf[end + 2 :]
+        if b'"usage"' not in whole:  # no usage chunk among them: out unparsed (this runs on every chunk)
+            return whole
+        # Only an event naming "usage" is parsed; the rest go out as they came.
+        events = [raw + b"\n\n" for raw in whole[:-2].split(b"\n\n")]
+        return b"".join(raw for raw in events if b'"usage"' not in raw or not _usage_only_raw(raw))
 
     def rest(self) -> bytes:
         """What is left when the stream ends (an unterminated last event), as it came."""
-        return self._splitter.pending
+        return self._buf
+
+
+def _usage_only_raw(raw: bytes) -> bool:
+    event = next(iter(EventSplitter().feed(raw)), None)
+    return event is not None and _usage_only(event)
 
 
 def _usage_only(event: Event) -> bool:
