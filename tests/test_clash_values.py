@@ -66,3 +66,8 @@ def test_a_thing_refused_with_no_or_without_clashes_with_asking_for_it(older, ne
 
 def test_a_refused_thing_mentioned_in_another_request_is_not_asked_for():
     assert contradictions("No meetings on Friday please.", "Move the standup meetings to Thursday.") == []
+
+
+def test_two_bare_numbers_clash_once_when_an_amount_of_money_was_said_too():
+    found = contradictions("The phone budget is $60.", "the batch size is 32", "the batch size is 64")
+    assert [(c.older.st.value, c.newer.st.value) for c in found] == [("32", "64")]

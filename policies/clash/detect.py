@@ -185,28 +185,37 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agen
     by_slot: dict[str, list[Located]] = {}
     for loc in ordered:
         by_slot.setdefault(value_type(loc.st.slot), []).append(loc)
-    bare = [loc for loc in ordered if loc.st.slot == "v.num"]  # an amount may be said without its currency
-    for key in [k for k in by_slot if k.startswith("v.money:")] if bare else ():
-        by_slot[key] = sorted(by_slot[key] + bare, key=lambda l: l.order)
     clashes: list[Clash] = []
     for items in by_slot.values():
-        for j, newer in enumerate(items):
-            duplicate_seen = False
-            for older in reversed(items[:j]):
-                if older.message == newer.message and value_type(older.st.slot) != value_type(newer.st.slot):
-                    continue  # "under $80 in a size 10": a bare number beside an amount is another value
-                if conflicts(older.st, newer.st, matcher):
-                    if not agent.acted_on(older, newer):
-                        clashes.append(make_clash(older, newer))
-                elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st, matcher):
-                    clashes.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
-                    duplicate_seen = True
+        clashes += slot_clashes(items, matcher, agent)
+    bare = [loc for loc in ordered if loc.st.slot == "v.num"]  # an amount may be said without its currency: "… should be 650"
+    for key in [k for k in by_slot if k.startswith("v.money:")]:
+        clashes += slot_clashes(sorted(by_slot[key] + bare, key=lambda l: l.order), matcher, agent, across=True)
     clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes}, agent)
     if frames:
         said = {((c.older.message, c.older.st.start), (c.newer.message, c.newer.st.start)) for c in clashes}
         clashes += [make_clash(older, newer) for older, newer in frame_pairs(frames, matcher, lambda o, n: (
             ((o.message, o.st.start), (n.message, n.st.start)) in said or agent.acted_on(o, n)))]
     return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))
+
+
+def slot_clashes(items: list[Located], matcher: Matcher, agent: AgentTurns, across: bool = False) -> list[Clash]:
+    """Every contradicting pair among `items` (in order), and the nearest duplicate of each. With
+    `across`, only pairs of two value types from two messages: an amount and a bare number ("under
+    $80 in a size 10" are two values), the pairs of one type being compared in their own slot."""
+    out: list[Clash] = []
+    for j, newer in enumerate(items):
+        duplicate_seen = False
+        for older in reversed(items[:j]):
+            if across and (older.message == newer.message or value_type(older.st.slot) == value_type(newer.st.slot)):
+                continue
+            if conflicts(older.st, newer.st, matcher):
+                if not agent.acted_on(older, newer):
+                    out.append(make_clash(older, newer))
+            elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st, matcher):
+                out.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
+                duplicate_seen = True
+    return out
 
 
 def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[int, int]], agent: AgentTurns) -> list[Clash]:
