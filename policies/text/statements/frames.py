@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from .build import stated, stmt
 from .model import Sentence, Statement, split_sentences
-from .subject import _FUNCTION, lemma
+from .subject import FUNCTION_WORDS, lemma
 from .typed import typed_values
 
 _PREPOSITION = re.compile(
@@ -40,7 +40,7 @@ def _content(text: str, skip_first: bool = False) -> list[str]:
     found = _WORD.findall(text)
     if skip_first and found:
         found = found[1:]
-    return [lemma(w) for w in found if w not in _FUNCTION and w not in _LIGHT and len(w) > 1]
+    return [lemma(w) for w in found if w not in FUNCTION_WORDS and w not in _LIGHT and len(w) > 1]
 
 
 def _frame(s: Sentence, c0: int, c1: int, m: re.Match[str], values: list[tuple[int, int]]) -> Statement | None:

@@ -59,8 +59,8 @@ _ROLE_BEFORE = re.compile(r"\b(?P<whose>my|his|her|our|their|your)\s+(?P<np>(?:[
 
 def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
     """A person named in apposition to their role ("Tom, my manager", "his homeroom teacher,
-    Mr. O'Brien"): the role is what the name is the value of, and it belongs to someone else,
-    as in "my manager is Priya"."""
+    Mr. O'Brien"): the role is what the name is the value of, as in "my landlord is Gerald"; a
+    role of his, hers or theirs belongs to someone else, as in "my son's teacher is Mrs. Patel"."""
     after = _ROLE_AFTER.match(s.text, end)
     before = None if after else _ROLE_BEFORE.search(s.text, 0, start)
     if before and s.text[before.end():start].strip():

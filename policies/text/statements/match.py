@@ -78,8 +78,8 @@ class Matcher:
 
 def _measured(slot: str) -> bool:
     """A measurement, an amount of money or a calendar date: a value specific enough that the
-    sentence around it, not only its clause, says what it is about. Bare numbers, names and
-    weekdays recur across topics too often for that."""
+    sentence around it, not only its clause, says what it is about. Bare numbers and names recur
+    across topics too often for that."""
     return slot.startswith(("v.qty:", "v.money:", "v.date", "date.", "amount."))
 
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from .model import Sentence
 
-_FUNCTION = set("""
+FUNCTION_WORDS = set("""
 a an the this that these those my our your his her their its it it's its i i'm i'd i'll i've me we we're we'd we'll
 we've us you you're he she they them there here is are was were be been being am will would shall should can could
 may might must do does did done have has had having to of in on at for by with from into onto as than then so and
@@ -27,7 +27,6 @@ make made get got keep going gonna go goes new current updated revised final tot
 min minimum exact actual real entire full anything everything something nothing way thing things stuff
 anywhere everywhere throughout whatsoever ever
 """.split())
-FUNCTION_WORDS = _FUNCTION
 GAP = "|"  # between two subject words that are not next to each other in the text
 _WORD = re.compile(r"[\w'’-]+")
 _OBJECT_NEXT = re.compile(r"\s+(?:the|a|an|my|our|your|this|that|these|those|it|them|me|us|all|every|each)\b")
@@ -63,7 +62,7 @@ def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]
         leading, first = first, False
         if leading and (s.imperative or (c0 == 0 and not action and _OBJECT_NEXT.match(s.lower, m.end()))):
             continue  # "Set the batch size to 64", "Store the logs in S3": the verb is the request, not the topic
-        if low in _FUNCTION or any(a <= m.start() < b for a, b in spans):
+        if low in FUNCTION_WORDS or any(a <= m.start() < b for a, b in spans):
             if out and out[-1] != GAP:
                 out.append(GAP)  # words apart in the text are not a head and its qualifier
             continue
@@ -81,7 +80,7 @@ def topic_words(text: str) -> frozenset[str]:
     """Every content word of a sentence, as subject words are written: a value's subject is its
     clause, but the sentence around it says what the clause leaves out ("the kitchen backsplash,
     the area's 30 square feet")."""
-    return frozenset(lemma(w) for w in _WORD.findall(text) if w.lower().replace("’", "'") not in _FUNCTION)
+    return frozenset(lemma(w) for w in _WORD.findall(text) if w.lower().replace("’", "'") not in FUNCTION_WORDS)
 
 
 def words_of(text: str) -> list[str]:
