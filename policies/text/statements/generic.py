@@ -53,26 +53,31 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
         yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
 
 
-_ROLE_AFTER = re.compile(r"\s*,\s*(?P<whose>my|his|her|our|their|your)\s+(?P<np>[a-z][\w' -]{1,40}?)\s*(?:[,.;!?]|$)")
-_ROLE_BEFORE = re.compile(r"\b(?P<whose>my|his|her|our|their|your)\s+(?P<np>(?:[a-z][\w'-]*\s+){0,3}[a-z][\w'-]*)\s*,\s*$")
+_WHOSE = r"(?P<whose>[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our)"
+_ROLE_AFTER = re.compile(rf"\s*,\s*{_WHOSE}\s+(?P<np>[A-Za-z][\w' -]{{1,40}}?)\s*(?:[,.;!?]|$)")
+_ROLE_BEFORE = re.compile(rf"\b{_WHOSE[:-1]}|[Tt]he)\s+(?P<np>(?:[a-z][\w'-]*\s+){{0,3}}[A-Za-z][\w'-]*)\s*,\s*$")
+_ROLE_IS = re.compile(rf"\b{_WHOSE}\s+(?P<np>(?:[a-z][\w-]*\s+){{0,2}}[A-Za-z][\w-]*)\s+(?:is|was|will be)\s+$")
 
 
 def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
     """A person named in apposition to their role ("Tom, my manager", "his homeroom teacher,
     Mr. O'Brien"): the role is what the name is the value of, as in "my landlord is Gerald"; a
-    role of his, hers or theirs belongs to someone else, as in "my son's teacher is Mrs. Patel"."""
-    after = _ROLE_AFTER.match(s.text, end)
-    before = None if after else _ROLE_BEFORE.search(s.text, 0, start)
-    if before and s.text[before.end():start].strip():
-        before = None
-    m = after or before
+    role of his, hers or theirs belongs to someone else, as in "my son's teacher is Mrs. Patel". A
+    name said as a role's value ("my manager is Priya") is read the same way."""
+    m = _ROLE_AFTER.match(s.text, end)
+    for pattern in (_ROLE_BEFORE, _ROLE_IS):  # "his teacher, Mr. O'Brien", "my manager is Priya"
+        before = None if m else pattern.search(s.text, 0, start)
+        m = m or (before if before and not s.text[before.end():start].strip() else None)
     if not m:
         return None
-    whose = ("@other",) if m.group("whose").lower() in ("his", "her", "their") else ()  # "his teacher" is not the user's
-    return (*whose, *(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE))
+    role = tuple(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE)
+    if not role:
+        return None  # "her name is Harriet": a name, no role
+    whose = ("@other",) if (m.group("whose") or "").lower() in ("his", "her", "their") else ()  # "his teacher" is not the user's
+    return (*whose, *role)
 
 
-_NOT_ROLE = {"the", "a", "an", "new", "old", "own"}
+_NOT_ROLE = {"the", "a", "an", "new", "old", "own", "name", "full", "first", "last"}
 
 
 _NEGATORS = {"don't", "dont", "do", "doesn't", "won't", "wont", "can't", "cannot", "never", "shouldn't", "mustn't", "isn't",
