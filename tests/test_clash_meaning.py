@@ -1,5 +1,6 @@
 """Clashes said through meaning rather than through one shared value: a name given as the value of
-a role ("my boss is Rhea" … "Bashir, my boss").
+a role ("my boss is Rhea" … "Bashir, my boss"); a refused noun and a later kind of it ("no pets"
+… "we've got a beagle").
 
 Phrasings here are not the bench's: they check that the mechanisms generalize."""
 
@@ -46,3 +47,53 @@ def test_a_name_given_as_a_roles_value_clashes_with_another_name_for_that_role(t
 )
 def test_names_of_other_roles_or_other_peoples_roles_do_not_clash(turns):
     assert not contradictions(*turns), turns
+
+
+# ----------------------------------------------------------------------------- a refused noun and a kind of it
+
+
+@pytest.fixture(scope="module")
+def matcher():
+    from ctxwarden.policies.text.statements.match import Matcher
+    from ctxwarden.proxy.config import EmbedderChoice
+    from ctxwarden.proxy.embeddings import build_embedder
+
+    return Matcher(build_embedder(EmbedderChoice(provider="wordllama")))
+
+
+def meant(matcher, *turns: str):
+    found = []
+    for i, text in enumerate(turns):
+        found += [Located(2 * i, -1, f"{stable_hash(text)}#{i}", st) for st in extract(text)]
+    return [c for c in local_clashes(found, matcher) if not c.duplicate]
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("We don't own any pets.", "Find a flat where dogs are allowed, we've got a beagle."),
+        ("I have no siblings.", "Book a table for me and my brother on Friday."),
+        ("I don't want any pets.", "Add a puppy to the plan too."),  # an addition is no new run of a step
+        ("I don't have any allergies.", "I'm allergic to cats, actually."),  # one word in two forms: no embedder needed
+    ],
+)
+def test_a_refused_noun_clashes_with_a_later_kind_of_it(matcher, turns):
+    assert meant(matcher, *turns), turns
+
+
+def test_a_refused_noun_in_another_form_clashes_without_an_embedder():
+    assert contradictions("I don't have any allergies.", "I'm allergic to cats, actually.")
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("No cars in the city centre, please.", "Find me a parking garage near the station."),
+        ("I'm not taking any medication.", "Book a doctor appointment for Tuesday."),
+        ("We have no pets.", "Recommend a vet clinic near the office for a colleague."),
+        ("No desserts for me.", "Add a sparkling water too."),
+        ("There are no allergies in our family.", "Oh, my husband is allergic to shellfish."),  # his, not the user's
+    ],
+)
+def test_a_refused_noun_and_an_unrelated_or_someone_elses_later_noun_do_not_clash(matcher, turns):
+    assert not meant(matcher, *turns), turns

@@ -237,7 +237,7 @@ def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[i
             a = older.st
             if older.message == newer.message or (id(older), id(newer)) in taken:
                 continue
-            if polarity_flip(a, b) or diet_excludes(a, b):
+            if polarity_flip(a, b, matcher) or diet_excludes(a, b):
                 out.append(make_clash(older, newer))
                 taken.add((id(older), id(newer)))
         if target is not None:

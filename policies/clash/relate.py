@@ -13,6 +13,9 @@ by different rules. Three relations pair them:
   given in a correction ("sorry, I was born 12 April 1989"), whose subject matches no earlier
   value of its type replaces the latest earlier value of that type: "Ship it to my office in
   Seattle" … "deliver it to my home in Tacoma instead".
+  A noun refused with "no"/"any" also flips with a later word or noun phrase that names it in
+  another form or, with an embedder, names a kind of it: "I don't have any allergies" / "I'm
+  allergic to latex", "we don't own pets" / "we've got a beagle, so dogs must be allowed".
 - a meal choice the user's own diet excludes: "I'm vegetarian" … "I'll have the steak".
 
 Statements about someone else ("my sister is vegan") never pair with the user's own, and a new
@@ -59,23 +62,63 @@ def _specific(st: Statement) -> bool:
     return st.slot != "v.act"
 
 
-def _contained(a: Statement, b: Statement) -> bool:
+def _contained(a: Statement, b: Statement, matcher: Matcher | None = None) -> bool:
     """Whether `a`'s object is part of what `b` is about."""
     if a.refused and set(a.refused) <= content_words(b):
         return True  # "no chrome anywhere" … "let's get polished chrome"
+    if a.refused and a.negated and not b.negated and _kin(a.refused, b, matcher):
+        return True  # "no allergies" … "I'm allergic to latex"; "no pets" … "we have a dog"
     obj = object_words(a)
     if not obj or not obj <= content_words(b):
         return False
     return _specific(a) or len(obj) >= 2
 
 
-def polarity_flip(a: Statement, b: Statement) -> bool:
+KIN_SIMILARITY = 0.35  # cosine (wordllama) above which a refused noun and a word or phrase said later name one kind of thing
+STEM = 5  # letters two words must share from their start, up to the shorter one's last two, to be one word
+
+
+def _stem_kin(a: str, b: str) -> bool:
+    """One word in two forms ("allergy" / "allergic", "effect" / "effective")."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n >= STEM and n >= min(len(a), len(b)) - 2
+
+
+def _kin(refused: tuple[str, ...], b: Statement, matcher: Matcher | None) -> bool:
+    """Whether `b` names the refused thing or a kind of it: a word of it is the refused noun in
+    another form, or, with an embedder, a word or a noun phrase of its subject is close in meaning
+    to the refused noun ("pets" / "a dog", "debt" / "student loan payments")."""
+    head = refused[-1]
+    other = [w for w in content_words(b) if len(w) > 2 and w != "|" and not w.startswith("@")]
+    if any(_stem_kin(head, w) for w in other):
+        return True
+    if matcher is None or matcher.embedder is None:
+        return False
+    phrase = " ".join(refused)
+    candidates = list(dict.fromkeys(other + _phrases(b.subject)))
+    matcher.prepare_phrases([phrase, *candidates])
+    return any((matcher.phrase_cosine(phrase, w) or 0.0) >= KIN_SIMILARITY for w in candidates)
+
+
+def _phrases(subject: tuple[str, ...]) -> list[str]:
+    """The runs of adjacent words in a subject ("student loan payment")."""
+    runs = " ".join(w.lstrip("^") for w in subject if not w.startswith("@")).split("|")
+    return [r.strip() for r in runs if " " in r.strip()]
+
+
+def polarity_flip(a: Statement, b: Statement, matcher: Matcher | None = None) -> bool:
     """One object, refused on one side and asked for on the other (`b` said after `a`)."""
-    if a.negated == b.negated or b.step or ("@other" in a.subject) != ("@other" in b.subject):
+    if a.negated == b.negated or ("@other" in a.subject) != ("@other" in b.subject):
+        return False
+    if b.step and not (a.refused and b.adds):  # "no debt" … "add the loan too": an addition, not a new run
         return False
     if a.slot == b.slot and a.slot != "v.act":
         return False  # the slot comparison decides
-    return _contained(a, b) or _contained(b, a)
+    return _contained(a, b, matcher) or _contained(b, a, matcher)
 
 
 def diet_excludes(a: Statement, b: Statement) -> bool:
