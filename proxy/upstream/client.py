@@ -18,13 +18,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from ..config import UpstreamConfig
 from ..errors import ProxyError
 from .breaker import CircuitBreaker
+from .native import NativeSender
 
 log = logging.getLogger("ctxwarden.upstream")
 
@@ -75,16 +74,6 @@ class _NoCookies(http.cookiejar.CookieJar):
         return None
 
 
-def _aiohttp_transport(limits: httpx.Limits) -> AiohttpTransport:
-    """httpx over aiohttp's pool (faster under concurrency), with aiohttp's cookie jar off too."""
-    transport = AiohttpTransport(limits=limits)
-    transport.client = lambda: aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limits.max_connections or 0, keepalive_timeout=limits.keepalive_expiry,
-                                       ssl=transport.ssl_context),
-        cookie_jar=aiohttp.DummyCookieJar())
-    return transport
-
-
 @dataclass
 class UpstreamResponse:
     response: httpx.Response
@@ -98,8 +87,9 @@ class Upstream:
         self._urls: dict[str, httpx.URL] = {}
         self.breaker = CircuitBreaker(config.circuit_breaker.failure_threshold, config.circuit_breaker.cooldown_s)
         limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
-        if transport is None and config.http_client == "aiohttp":
-            transport = _aiohttp_transport(limits)
+        # aiohttp's own client, unless a test hands in an httpx transport (respx) or the config asks for httpx.
+        self.native = (NativeSender(config.max_connections, limits.keepalive_expiry, config.timeout_s, config.connect_timeout_s)
+                       if transport is None and config.http_client == "aiohttp" else None)
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
             limits=limits,
@@ -108,6 +98,8 @@ class Upstream:
         )
 
     async def aclose(self) -> None:
+        if self.native is not None:
+            await self.native.aclose()
         await self.client.aclose()
 
     def _url(self, path: str) -> httpx.URL:
@@ -150,7 +142,7 @@ class Upstream:
 
         Raises ProxyError(502/503/504) when the upstream cannot be reached or answers what cannot be read.
         """
-        url = self._url(path)
+        url = self._url(path) if self.native is None else self.native.url(f"{self.base_url}/{path.lstrip('/')}")
         attempt = 0
         delay = self.config.backoff_s
         while True:
@@ -167,13 +159,16 @@ class Upstream:
             delay *= 2
 
     async def _attempt(
-        self, method: str, url: httpx.URL, content: bytes | None, headers: Mapping[str, str], stream: bool,
+        self, method: str, url: Any, content: bytes | None, headers: Mapping[str, str], stream: bool,
         attempt: int, delay: float,
     ) -> httpx.Response | float:
         """One call: the response to hand back, or the seconds to wait before the next attempt."""
         try:
-            request = self.client.build_request(method, url, content=content, headers=headers)
-            response = await self.client.send(request, stream=stream)
+            if self.native is not None:
+                response = await self.native.send(method, url, content, headers, stream)  # url: a yarl.URL here
+            else:
+                request = self.client.build_request(method, url, content=content, headers=headers)
+                response = await self.client.send(request, stream=stream)
         except _UNREACHABLE as exc:
             self.breaker.failure()
             if attempt <= self.config.retries:
