@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import httpx
+import yarl
 
 from ..config import UpstreamConfig
 from ..errors import ProxyError
@@ -84,29 +85,35 @@ class Upstream:
     def __init__(self, config: UpstreamConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
-        self._urls: dict[str, httpx.URL] = {}
+        self._urls: dict[str, Any] = {}  # path → the client's URL object (httpx.URL or yarl.URL)
         self.breaker = CircuitBreaker(config.circuit_breaker.failure_threshold, config.circuit_breaker.cooldown_s)
         limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
-        # aiohttp's own client, unless a test hands in an httpx transport (respx) or the config asks for httpx.
-        self.native = (NativeSender(config.max_connections, limits.keepalive_expiry, config.timeout_s, config.connect_timeout_s)
-                       if transport is None and config.http_client == "aiohttp" else None)
-        self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
-            limits=limits,
-            transport=transport,
-            cookies=_NoCookies(),
-        )
+        # aiohttp's own client, unless a test hands in an httpx transport (respx) or the config asks
+        # for httpx; one of the two, never both.
+        self.native: NativeSender | None = None
+        self.client: httpx.AsyncClient | None = None
+        if transport is None and config.http_client == "aiohttp":
+            self.native = NativeSender(config.max_connections, limits.keepalive_expiry, config.timeout_s, config.connect_timeout_s)
+        else:
+            self.client = httpx.AsyncClient(
+                timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+                limits=limits,
+                transport=transport,
+                cookies=_NoCookies(),
+            )
+        self._parse_url = httpx.URL if self.client is not None else yarl.URL
 
     async def aclose(self) -> None:
         if self.native is not None:
             await self.native.aclose()
-        await self.client.aclose()
+        if self.client is not None:
+            await self.client.aclose()
 
-    def _url(self, path: str) -> httpx.URL:
-        """Parsed once per path: httpx's URL parsing is a measurable part of a pass-through."""
+    def _url(self, path: str) -> Any:
+        """Parsed once per path: URL parsing is a measurable part of a pass-through."""
         url = self._urls.get(path)
         if url is None:
-            url = httpx.URL(f"{self.base_url}/{path.lstrip('/')}")
+            url = self._parse_url(f"{self.base_url}/{path.lstrip('/')}")
             if len(self._urls) < 256:
                 self._urls[path] = url
         return url
@@ -142,7 +149,7 @@ class Upstream:
 
         Raises ProxyError(502/503/504) when the upstream cannot be reached or answers what cannot be read.
         """
-        url = self._url(path) if self.native is None else self.native.url(f"{self.base_url}/{path.lstrip('/')}")
+        url = self._url(path)
         attempt = 0
         delay = self.config.backoff_s
         while True:
@@ -165,7 +172,7 @@ class Upstream:
         """One call: the response to hand back, or the seconds to wait before the next attempt."""
         try:
             if self.native is not None:
-                response = await self.native.send(method, url, content, headers, stream)  # url: a yarl.URL here
+                response = await self.native.send(method, url, content, headers, stream)
             else:
                 request = self.client.build_request(method, url, content=content, headers=headers)
                 response = await self.client.send(request, stream=stream)

@@ -73,7 +73,6 @@ class NativeSender:
         self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_connect=connect_timeout_s,
                                               sock_read=timeout_s)
         self._session: aiohttp.ClientSession | None = None
-        self._urls: dict[str, yarl.URL] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -88,15 +87,6 @@ class NativeSender:
                 headers={"Accept-Encoding": "gzip, deflate"},
             )
         return self._session
-
-    def url(self, text: str) -> yarl.URL:
-        """Parsed once per URL (bounded): parsing is a measurable part of a pass-through."""
-        url = self._urls.get(text)
-        if url is None:
-            url = yarl.URL(text)
-            if len(self._urls) < 256:
-                self._urls[text] = url
-        return url
 
     async def send(self, method: str, url: yarl.URL, content: bytes | None, headers: Mapping[str, str],
                    stream: bool) -> httpx.Response:
