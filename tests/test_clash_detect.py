@@ -15,18 +15,7 @@ from ctxwarden.policies.clash.detect import (
     local_clashes,
 )
 from ctxwarden.policies.text.statements.extract import extract
-
-
-def clashes_in(*turns: str):
-    """Turns are user messages at indices 0, 2, 4, ... (assistant replies in between)."""
-    found = []
-    for i, text in enumerate(turns):
-        found += [Located(2 * i, -1, f"{stable_hash(text)}#{i}", st) for st in extract(text)]
-    return local_clashes(found)
-
-
-def contradictions(*turns: str):
-    return [c for c in clashes_in(*turns) if not c.duplicate]
+from tests.clash_fixtures import clashes_in, contradictions
 
 
 @pytest.mark.parametrize(

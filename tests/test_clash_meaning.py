@@ -11,14 +11,7 @@ import pytest
 from ctxwarden.policies.cache import stable_hash
 from ctxwarden.policies.clash.detect import Located, local_clashes
 from ctxwarden.policies.text.statements.extract import extract
-
-
-def contradictions(*turns: str):
-    """Turns are user messages at indices 0, 2, 4, ... (assistant replies in between)."""
-    found = []
-    for i, text in enumerate(turns):
-        found += [Located(2 * i, -1, f"{stable_hash(text)}#{i}", st) for st in extract(text)]
-    return [c for c in local_clashes(found) if not c.duplicate]
+from tests.clash_fixtures import contradictions
 
 
 # ----------------------------------------------------------------------------- a name as a role's value

@@ -6,16 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxwarden.policies.cache import stable_hash
-from ctxwarden.policies.clash.detect import Located, local_clashes
-from ctxwarden.policies.text.statements.extract import extract
-
-
-def contradictions(*turns: str):
-    found = []
-    for i, text in enumerate(turns):
-        found += [Located(2 * i, -1, f"{stable_hash(text)}#{i}", st) for st in extract(text)]
-    return [c for c in local_clashes(found) if not c.duplicate]
+from tests.clash_fixtures import contradictions
 
 
 @pytest.mark.parametrize("older, newer, old_value, new_value", [

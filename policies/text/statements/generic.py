@@ -53,9 +53,10 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
         yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
 
 
-_WHOSE = r"(?P<whose>[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our)"
+_POSSESSIVES = r"[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our"
+_WHOSE = rf"(?P<whose>{_POSSESSIVES})"
 _ROLE_AFTER = re.compile(rf"\s*,\s*{_WHOSE}\s+(?P<np>[A-Za-z][\w' -]{{1,40}}?)\s*(?:[,.;!?]|$)")
-_ROLE_BEFORE = re.compile(rf"\b{_WHOSE[:-1]}|[Tt]he)\s+(?P<np>(?:[a-z][\w'-]*\s+){{0,3}}[A-Za-z][\w'-]*)\s*,\s*$")
+_ROLE_BEFORE = re.compile(rf"\b(?P<whose>{_POSSESSIVES}|[Tt]he)\s+(?P<np>(?:[a-z][\w'-]*\s+){{0,3}}[A-Za-z][\w'-]*)\s*,\s*$")
 _ROLE_IS = re.compile(rf"\b{_WHOSE}\s+(?P<np>(?:[a-z][\w-]*\s+){{0,2}}[A-Za-z][\w-]*)\s+(?:is|was|will be)\s+$")
 
 
