@@ -13,7 +13,6 @@ from ctxwarden.policies.clash.detect import Located, local_clashes
 from ctxwarden.policies.text.statements.extract import extract
 from tests.clash_fixtures import contradictions
 
-
 # ----------------------------------------------------------------------------- a name as a role's value
 
 
