@@ -1,6 +1,7 @@
 """Clashes said through meaning rather than through one shared value: a name given as the value of
 a role ("my boss is Rhea" … "Bashir, my boss"); a refused noun and a later kind of it ("no pets"
-… "we've got a beagle").
+… "we've got a beagle"); what a question takes as given ("the
+cluster we run on 3 nodes").
 
 Phrasings here are not the bench's: they check that the mechanisms generalize."""
 
@@ -89,3 +90,33 @@ def test_a_refused_noun_in_another_form_clashes_without_an_embedder():
 )
 def test_a_refused_noun_and_an_unrelated_or_someone_elses_later_noun_do_not_clash(matcher, turns):
     assert not meant(matcher, *turns), turns
+
+
+# ----------------------------------------------------------------------------- what a question takes as given
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("Our postgres cluster runs on 5 nodes.", "Can you tune the postgres cluster we run on 3 nodes?"),
+        ("The staging bucket lives in Frankfurt.", "How do I lock down the staging bucket we keep in Dublin?"),
+        ("I don't drink coffee at all.", "Is it bad to have the coffee I drink after 6pm?"),
+    ],
+)
+def test_a_relative_clause_inside_a_question_is_read_as_stated(turns):
+    assert contradictions(*turns), turns
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        # asked, not given: a modal or a wish inside the relative clause, or no relative clause at all
+        ("Our postgres cluster runs on 5 nodes.", "Should we run the postgres cluster on 3 nodes?"),
+        ("Our postgres cluster runs on 5 nodes.", "What is the node count we should run on, 3 nodes?"),
+        ("The staging bucket lives in Frankfurt.", "Is the bucket I want to create allowed in Dublin?"),
+        # the question restates what was said
+        ("Our postgres cluster runs on 5 nodes.", "Can you tune the postgres cluster we run on 5 nodes?"),
+    ],
+)
+def test_what_a_question_asks_or_restates_does_not_clash(turns):
+    assert not contradictions(*turns), turns

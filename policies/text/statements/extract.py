@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...cache import cache_short
 from .generic import clause_statements, typed_statements
-from .model import Statement, split_sentences
+from .model import Sentence, Statement, presupposed, split_sentences
 from .rules import RULES
 
 
@@ -13,17 +13,24 @@ def extract(text: str) -> tuple[Statement, ...]:
     """Every statement in `text` (cached per text: messages are re-sent every turn)."""
     out: list[Statement] = []
     for sentence in split_sentences(text):
-        found: list[Statement] = []
-        for rule in RULES:
-            found.extend(rule(sentence))
-        specific = _unambiguous(found)
-        taken = [(st.vstart, st.vend) for st in found if not st.slot.endswith(".?")]
-        generic = _one_day([st for st in typed_statements(sentence) if not any(st.vstart < b and a < st.vend for a, b in taken)])
-        claimed = specific + generic
-        whole = [st for st in clause_statements(sentence)
-                 if not any(st.vstart <= other.vstart < st.vend for other in found + generic)]
-        out.extend(sorted(claimed + whole, key=lambda st: (st.start, st.vstart)))
+        out.extend(_read(sentence))
+        for given in presupposed(sentence):
+            out.extend(_read(given))
     return tuple(out)
+
+
+def _read(sentence: Sentence) -> list[Statement]:
+    """The statements of one sentence, in the order they appear."""
+    found: list[Statement] = []
+    for rule in RULES:
+        found.extend(rule(sentence))
+    specific = _unambiguous(found)
+    taken = [(st.vstart, st.vend) for st in found if not st.slot.endswith(".?")]
+    generic = _one_day([st for st in typed_statements(sentence) if not any(st.vstart < b and a < st.vend for a, b in taken)])
+    claimed = specific + generic
+    whole = [st for st in clause_statements(sentence)
+             if not any(st.vstart <= other.vstart < st.vend for other in found + generic)]
+    return sorted(claimed + whole, key=lambda st: (st.start, st.vstart))
 
 
 def _unambiguous(found: list[Statement]) -> list[Statement]:

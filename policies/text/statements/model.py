@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..sentences import sentence_spans
+from ..words import FUNCTION_WORDS
 from .lexicon import RELATION
 
 Kind = Literal["preference", "fact", "value"]
@@ -246,6 +247,30 @@ class Sentence:
     def future(self, vstart: int) -> bool:
         c0, c1 = self.clause(vstart)
         return bool(_FUTURE.search(self.lower[c0:c1]))
+
+
+# "the warfarin I take every evening", "the laptop we use": a relative clause inside a question takes
+# its fact as given. Modals and wanting leave it open ("the dress I should wear" is still asked).
+_PRESUPPOSED = re.compile(
+    r"\b(?:the|my|our)\s+(?P<np>[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,2}?)\s+(?:that\s+|which\s+)?"
+    r"(?:i|we)\s+(?:already\s+|currently\s+|usually\s+|still\s+)?(?P<verb>[a-z]+)\b[^,;?]*"
+)
+_OPEN_VERBS = {"should", "could", "would", "can", "might", "must", "may", "will", "need", "needs", "want", "wanted",
+               "ought", "shall", "wish", "hope", "plan", "do", "did", "mean", "meant", "think", "asked", "saw"}
+
+
+def presupposed(s: Sentence) -> list[Sentence]:
+    """The parts of a question it takes as given, each read as its own sentence (statements keep
+    their place in the message text)."""
+    if not s.question:
+        return []
+    out = []
+    for m in _PRESUPPOSED.finditer(s.lower):
+        if m.group("verb") in _OPEN_VERBS or m.group("np").split()[-1] in FUNCTION_WORDS:
+            continue
+        a, b = m.start("np"), m.end()
+        out.append(_sentence(s.text[a:b].rstrip(" ?!."), s.start + a, s.index))
+    return out
 
 
 def split_sentences(text: str) -> list[Sentence]:
