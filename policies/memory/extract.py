@@ -61,11 +61,16 @@ def candidates(text: str) -> list[Candidate]:
     statements = extract(text)
     if not statements:
         return []
+    sentences = split_sentences(text)
+    # A question's presupposed part ("the warfarin I take") is read as a sentence of its own, at its
+    # own start: it tells the clash detector what the user takes as given, but the question is not a
+    # memory, and it does not make the sentence before it stop asking.
+    starts = {s.index: s.start for s in sentences}
     by_sentence: dict[int, list[Statement]] = {}
     for st in statements:
-        by_sentence.setdefault(st.sentence, []).append(st)
+        if st.start == starts[st.sentence]:
+            by_sentence.setdefault(st.sentence, []).append(st)
     out: list[Candidate] = []
-    sentences = split_sentences(text)
     for n, sentence in enumerate(sentences):
         found = by_sentence.get(sentence.index)
         if not found:
