@@ -120,3 +120,12 @@ def test_a_relative_clause_inside_a_question_is_read_as_stated(turns):
 )
 def test_what_a_question_asks_or_restates_does_not_clash(turns):
     assert not contradictions(*turns), turns
+
+
+def test_a_statement_a_question_takes_as_given_belongs_to_the_whole_question():
+    """An edit marks or cuts a statement's sentence: for a presupposed part that is the question,
+    never a fragment of it ("Can you tune the ?")."""
+    text = "Thanks. Can you tune the postgres cluster we run on 3 nodes?"
+    (st,) = [st for st in extract(text) if st.value == "3"]
+    assert st.given and text[st.start:st.end] == "Can you tune the postgres cluster we run on 3 nodes?"
+    assert text[st.vstart:st.vend] == "3 nodes"

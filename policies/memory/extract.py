@@ -62,13 +62,11 @@ def candidates(text: str) -> list[Candidate]:
     if not statements:
         return []
     sentences = split_sentences(text)
-    # A question's presupposed part ("the warfarin I take") is read as a sentence of its own, at its
-    # own start: it tells the clash detector what the user takes as given, but the question is not a
-    # memory, and it does not make the sentence before it stop asking.
-    starts = {s.index: s.start for s in sentences}
     by_sentence: dict[int, list[Statement]] = {}
     for st in statements:
-        if st.start == starts[st.sentence]:
+        # what a question takes as given ("the warfarin I take") is for the clash detector: the
+        # question is no memory, and it still asks after the sentence before it
+        if not st.given:
             by_sentence.setdefault(st.sentence, []).append(st)
     out: list[Candidate] = []
     for n, sentence in enumerate(sentences):

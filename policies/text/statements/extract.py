@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...cache import cache_short
 from .generic import clause_statements, typed_statements
 from .model import Sentence, Statement, presupposed, split_sentences
@@ -15,7 +17,8 @@ def extract(text: str) -> tuple[Statement, ...]:
     for sentence in split_sentences(text):
         out.extend(_read(sentence))
         for given in presupposed(sentence):
-            out.extend(_read(given))
+            # the question is the statement's sentence: what an edit marks or cuts, never a fragment of it
+            out.extend(replace(st, start=sentence.start, end=sentence.end, given=True) for st in _read(given))
     return tuple(out)
 
 

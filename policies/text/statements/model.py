@@ -47,6 +47,7 @@ class Statement:
     adds: bool = False  # the sentence adds to what was said ("also", "too", "as well")
     refused: tuple[str, ...] = ()  # the noun phrase a "no"/"any"/"without" refuses ("no smart locks"): one object
     context: frozenset[str] = frozenset()  # the sentence's topic words (subject.topic_words): what else it is about
+    given: bool = False  # read from what a question takes as given ("the warfarin I take"), not said outright
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -260,8 +261,8 @@ _OPEN_VERBS = {"should", "could", "would", "can", "might", "must", "may", "will"
 
 
 def presupposed(s: Sentence) -> list[Sentence]:
-    """The parts of a question it takes as given, each read as its own sentence (statements keep
-    their place in the message text)."""
+    """The parts of a question it takes as given, each read as its own sentence at its place in
+    the message text."""
     if not s.question:
         return []
     out = []
