@@ -129,3 +129,29 @@ def test_a_statement_a_question_takes_as_given_belongs_to_the_whole_question():
     (st,) = [st for st in extract(text) if st.value == "3"]
     assert st.given and text[st.start:st.end] == "Can you tune the postgres cluster we run on 3 nodes?"
     assert text[st.vstart:st.vend] == "3 nodes"
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("Our accountant is Maria Lopez.", "Forward the receipts to our accountant Daniel Reyes tonight."),
+        ("The vet we use is Dr. Okafor; she's great.", "Book a checkup with my vet Hannah asking about the booster shots."),
+        ("My landlord is Gerald.", "Write to my landlord Martin asking about the deposit."),
+    ],
+)
+def test_a_name_set_right_after_a_role_is_that_role_s_value(turns):
+    assert contradictions(*turns), turns
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        # the name beside the role is not the role's value, or it belongs to another role
+        ("My landlord is Gerald.", "Ship the lamp to my office in Denver."),
+        ("My best man is my brother Jake.", "Write a thank-you note to my best man Jake."),
+        ("The executor of my will is my sister Anne.", "Also list my brother Robert as a beneficiary."),
+        ("My manager is Priya.", "Send my sister Clara the photos asking what she thinks."),
+    ],
+)
+def test_a_name_beside_another_role_or_in_a_place_does_not_clash(turns):
+    assert not contradictions(*turns), turns

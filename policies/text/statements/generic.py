@@ -57,6 +57,8 @@ _POSSESSIVES = r"[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our"
 _WHOSE = rf"(?P<whose>{_POSSESSIVES})"
 _ROLE_AFTER = re.compile(rf"\s*,\s*{_WHOSE}\s+(?P<np>[A-Za-z][\w' -]{{1,40}}?)\s*(?:[,.;!?]|$)")
 _ROLE_BEFORE = re.compile(rf"\b(?P<whose>{_POSSESSIVES}|[Tt]he)\s+(?P<np>(?:[a-z][\w'-]*\s+){{0,3}}[A-Za-z][\w'-]*)\s*,\s*$")
+_ROLE_APPOSED = re.compile(rf"(?<!\bis )(?<!\bwas )(?<!'s )\b{_WHOSE}\s+(?P<np>(?:[a-z][\w-]*\s+){{0,2}}[a-z][\w-]*)\s+$")  # "my manager Tom"
+_AS_ROLE = re.compile(r"\s+as\b")
 _ROLE_IS = re.compile(rf"\b{_WHOSE}\s+(?P<np>(?:[a-z][\w-]*\s+){{0,2}}[A-Za-z][\w-]*)\s+(?:is|was|will be)\s+$")
 
 
@@ -64,13 +66,14 @@ def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
     """A person named in apposition to their role ("Tom, my manager", "his homeroom teacher,
     Mr. O'Brien"): the role is what the name is the value of, as in "my landlord is Gerald"; a
     role of his, hers or theirs belongs to someone else, as in "my son's teacher is Mrs. Patel". A
-    name said as a role's value ("my manager is Priya") is read the same way."""
+    name said as a role's value ("my manager is Priya") or set right after it ("email my manager Tom")
+    is read the same way."""
     m = _ROLE_AFTER.match(s.text, end)
-    for pattern in (_ROLE_BEFORE, _ROLE_IS):  # "his teacher, Mr. O'Brien", "my manager is Priya"
+    for pattern in (_ROLE_BEFORE, _ROLE_IS, _ROLE_APPOSED):  # "his teacher, Mr. O'Brien", "my manager is Priya", "my manager Tom"
         before = None if m else pattern.search(s.text, 0, start)
         m = m or (before if before and not s.text[before.end():start].strip() else None)
-    if not m:
-        return None
+    if not m or (m.re is _ROLE_APPOSED and (FUNCTION_WORDS & set(m.group("np").lower().split()) or _AS_ROLE.match(s.text, end))):
+        return None  # "my office in Seattle", "list my brother Robert as the executor": the role is elsewhere
     role = tuple(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE)
     if not role:
         return None  # "her name is Harriet": a name, no role
