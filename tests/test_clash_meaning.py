@@ -137,6 +137,7 @@ def test_a_statement_a_question_takes_as_given_belongs_to_the_whole_question():
         ("Our accountant is Maria Lopez.", "Forward the receipts to our accountant Daniel Reyes tonight."),
         ("The vet we use is Dr. Okafor; she's great.", "Book a checkup with my vet Hannah asking about the booster shots."),
         ("My landlord is Gerald.", "Write to my landlord Martin asking about the deposit."),
+        ("My manager is Priya, and she's great.", "My manager Tom wants the deck by Friday."),
     ],
 )
 def test_a_name_set_right_after_a_role_is_that_role_s_value(turns):
