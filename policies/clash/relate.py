@@ -24,6 +24,7 @@ run of a step ("retry with 150 euros") is no clash, as in the slot comparison.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Sequence
 
@@ -80,11 +81,7 @@ STEM = 5  # letters two words must share from their start, up to the shorter one
 
 def _stem_kin(a: str, b: str) -> bool:
     """One word in two forms ("allergy" / "allergic", "effect" / "effective")."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
+    n = len(os.path.commonprefix((a, b)))
     return n >= STEM and n >= min(len(a), len(b)) - 2
 
 

@@ -18,7 +18,7 @@ from typing import Iterator
 from .build import stated, stmt
 from .model import _NOT_A_NEGATION, Sentence, Statement
 from .subject import FUNCTION_WORDS, lemma, subject_of
-from .typed import typed_values
+from .typed import POSSESSIVES, typed_values
 
 _NEGATION = re.compile(
     r"\b(?:not|never|no longer|without|no)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b|\b(?:stop|quit|cease)\s+\w+ing\b|"
@@ -53,10 +53,9 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
         yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
 
 
-_POSSESSIVES = r"[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our"
-_WHOSE = rf"(?P<whose>{_POSSESSIVES})"
+_WHOSE = rf"(?P<whose>{POSSESSIVES})"
 _ROLE_AFTER = re.compile(rf"\s*,\s*{_WHOSE}\s+(?P<np>[A-Za-z][\w' -]{{1,40}}?)\s*(?:[,.;!?]|$)")
-_ROLE_BEFORE = re.compile(rf"\b(?P<whose>{_POSSESSIVES}|[Tt]he)\s+(?P<np>(?:[a-z][\w'-]*\s+){{0,3}}[A-Za-z][\w'-]*)\s*,\s*$")
+_ROLE_BEFORE = re.compile(rf"\b(?P<whose>{POSSESSIVES}|[Tt]he)\s+(?P<np>(?:[a-z][\w'-]*\s+){{0,3}}[A-Za-z][\w'-]*)\s*,\s*$")
 _ROLE_APPOSED = re.compile(rf"(?<!\bis )(?<!\bwas )(?<!'s )\b{_WHOSE}\s+(?P<np>(?:[a-z][\w-]*\s+){{0,2}}[a-z][\w-]*)\s+$")  # "my manager Tom"
 _AS_ROLE = re.compile(r"\s+as\b")
 _ROLE_IS = re.compile(rf"\b{_WHOSE}\s+(?P<np>(?:[a-z][\w-]*\s+){{0,2}}[A-Za-z][\w-]*)\s+(?:is|was|will be)\s+$")
@@ -70,8 +69,7 @@ def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
     is read the same way."""
     m = _ROLE_AFTER.match(s.text, end)
     for pattern in (_ROLE_BEFORE, _ROLE_IS, _ROLE_APPOSED):  # "his teacher, Mr. O'Brien", "my manager is Priya", "my manager Tom"
-        before = None if m else pattern.search(s.text, 0, start)
-        m = m or (before if before and not s.text[before.end():start].strip() else None)
+        m = m or pattern.search(s.text, 0, start)  # each ends with "$": it ends where the name starts
     if not m or (m.re is _ROLE_APPOSED and (FUNCTION_WORDS & set(m.group("np").lower().split()) or _AS_ROLE.match(s.text, end))):
         return None  # "my office in Seattle", "list my brother Robert as the executor": the role is elsewhere
     role = tuple(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE)

@@ -194,7 +194,8 @@ def _idents(text: str) -> list[Typed]:
     return [Typed("id", m.group(0).lower(), m.start(), m.end()) for m in _IDENT.finditer(text)]
 
 
-_APPOSED = re.compile(r"\b(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir|[Yy]our)\s+(?:[a-z][\w-]*\s+){1,2}$")  # "my manager Tom"
+POSSESSIVES = r"[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our"
+_APPOSED = re.compile(rf"\b(?:{POSSESSIVES})\s+(?:[a-z][\w-]*\s+){{1,2}}$")  # "my manager Tom"
 _APPOSED_NEXT = re.compile(r"\s+(?:[a-z]+(?:ing|ed)|said|says|told|wants|thinks|knows|about|tonight|today|tomorrow|asap|first)\b")  # "my manager Tom asking for ..."
 _DIRECTED = re.compile(r"\b(?:have|let|ask|tell|get|cc|ping|invite|assign(?:ed)?\s+\w+\s+to|by)\s+(?:the\s+|our\s+|my\s+)?$", re.I)
 
