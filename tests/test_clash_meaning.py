@@ -156,3 +156,30 @@ def test_a_name_set_right_after_a_role_is_that_role_s_value(turns):
 )
 def test_a_name_beside_another_role_or_in_a_place_does_not_clash(turns):
     assert not contradictions(*turns), turns
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("My grandparents live in Phoenix.", "Map out a drive to my grandparents' home in Tucson, leaving friday afternoon"),
+        ("my in-laws live in Boston", "can you find a florist near my in-laws' house in Hartford"),
+        ("my aunts live in Leeds, near the station", "my aunts are in Bristol"),
+        ("Courier the package to my office in Leeds.", "Actually ship it to my cousin's flat in Bristol instead."),
+    ],
+)
+def test_plural_relatives_and_their_homes_are_read_as_theirs(turns):
+    # a plural's possessive ("grandparents'"), its verb without -s ("live"), a home named inside a
+    # request, and a request that replaces the user's earlier one whoever's place it names
+    assert len(contradictions(*turns)) == 1
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("I live in Austin", "plan a drive to my parents' place in Dallas leaving saturday"),
+        ("my parents live in Austin", "book me a hotel in Dallas leaving saturday"),
+        ("my parents live in Austin", "my brothers' apartment in Dallas needs a new fridge"),
+    ],
+)
+def test_someone_else_s_home_is_not_the_user_s_or_another_relative_s(turns):
+    assert contradictions(*turns) == []

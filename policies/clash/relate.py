@@ -134,7 +134,9 @@ def replaced(newer: Statement, earlier: Sequence[Statement], matcher: Matcher) -
     indentation" … "switch to 4 spaces for indentation"); None when there is nothing to replace."""
     if not (newer.replaces or newer.correction) or newer.negated or newer.step or not value_type(newer.slot).startswith("v."):
         return None
-    own = [st for st in earlier if not st.negated and not st.step and ("@other" in st.subject) == ("@other" in newer.subject)]
+    # whose: a request is the user's even when it names someone's place ("send them to my parents' house instead")
+    own = [st for st in earlier if not st.negated and not st.step
+           and (("@other" in st.subject) == ("@other" in newer.subject) or newer.request)]
     if newer.slot != "v.act":
         same_type = [st for st in own if st.slot != "v.act" and same_kind(st.slot, newer.slot)]
         if any(matcher.same_subject(st, newer) for st in same_type):

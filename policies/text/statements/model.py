@@ -86,6 +86,9 @@ _IMPERATIVE = re.compile(
     r"reply|respond|write|talk|speak|send|set|add|update|let's|lets|let us|go|choose|select|stick|plan|"
     r"arrange|schedule|order|include|avoid|skip|forget|remember|note|assume|call|email|text|rebook|upgrade|"
     r"downgrade|seat|sit|stay|fly|take|travel|check|leave|return|depart)\b"
+    # any other verb that opens a sentence with its object pronoun: "ship it", "drive me", "mail them"
+    r"|^(?!(?:is|was|are|were|do|does|did|can|could|would|will|should|shall|may|might|must|has|have|had|"
+    r"how|what|why|when|where|who|which|that|so|and|but|or|then|thank|thanks|love|hate|miss)\b)[a-z]+\s+(?:it|them|me|us|him)\b"
 )
 _REQUEST_QUESTION = re.compile(
     r"^(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?:book|find|get|reserve|switch|change|make|put|give|"
@@ -148,14 +151,16 @@ ELLIPTICAL_WORDS = 8  # "On the return flight, an aisle seat." states a choice w
 
 
 _SUBJECT_PRONOUN = re.compile(r"(?:he|she|they)\b")
+# "my parents live ...": a plural relation's verb has no -s
+_PLURAL_VERB = r"(?<=s)\s+(?:live|work|want|prefer|like|love|need|eat|hate|say|think|use|stay|own|don't)\b"
 _RELATION_SUBJECT = re.compile(  # the person is the subject ("my wife prefers ..."), not a modifier ("our client repo")
     rf"(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b(?!\s+and\s+(?:i|me)\b)"
     rf"(?=\s*(?:$|[,.;:!?'’]|(?:and|who|is|was|are|were|has|had|have|does|doesn't|did|didn't|will|would|can|can't|should|must|"
     rf"might|isn't|wants|prefers|likes|loves|needs|eats|hates|lives|works|says|said|thinks|gets|takes|uses|only|also|just|"
-    rf"never|always|really|too|can't|won't|doesn't)\b|[a-z]+[^s's]s\b(?!')))")  # "my wife drinks": a verb of hers
-_RELATION_BENEFICIARY = re.compile(rf"\bfor\s+(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b|\b(?:my|our)\s+{RELATION}'s\b")
+    rf"never|always|really|too|can't|won't|doesn't)\b|[a-z]+[^s's]s\b(?!')|{_PLURAL_VERB}))")  # "my wife drinks": a verb of hers
+_RELATION_BENEFICIARY = re.compile(rf"\bfor\s+(?:my|our|his|her|their)\s+(?:\w+\s+)?{RELATION}\b|\b(?:my|our)\s+{RELATION}(?:'s\b|'(?!\w))")
 _RELATION_VERB = re.compile(
-    rf"\b(?:my|our)\s+{RELATION}(?:'s)?\s+(?:is|wants|prefers|likes|loves|needs|lives|works|eats|hates|would|'d)\b"
+    rf"\b(?:my|our)\s+{RELATION}(?:(?:'s)?\s+(?:is|wants|prefers|likes|loves|needs|lives|works|eats|hates|would|'d)\b|{_PLURAL_VERB})"
 )
 
 

@@ -197,6 +197,7 @@ def _idents(text: str) -> list[Typed]:
 POSSESSIVES = r"[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our"
 _APPOSED = re.compile(rf"\b(?:{POSSESSIVES})\s+(?:[a-z][\w-]*\s+){{1,2}}$")  # "my manager Tom"
 _APPOSED_NEXT = re.compile(r"\s+(?:[a-z]+(?:ing|ed)|said|says|told|wants|thinks|knows|about|tonight|today|tomorrow|asap|first)\b")  # "my manager Tom asking for ..."
+_PLACED = re.compile(r"\b(?:in|at|near|outside)\s+$")  # "... place in Dallas leaving saturday": a place ends at the phrase after it
 _DIRECTED = re.compile(r"\b(?:have|let|ask|tell|get|cc|ping|invite|assign(?:ed)?\s+\w+\s+to|by)\s+(?:the\s+|our\s+|my\s+)?$", re.I)
 
 
@@ -204,7 +205,8 @@ def _names(text: str) -> list[Typed]:
     """Capitalised names that end their noun phrase ("under Hughes", "in Denver", "Python 3.12"); a
     capitalised word that qualifies a noun ("the Paris office") says which thing, not what value,
     unless someone is asked to act through it ("have Marcus handle it"); a name set beside a role
-    ("my manager Tom asking ...") is the role's value whatever verb follows."""
+    ("my manager Tom asking ...") is the role's value, and a place after "in" the place ("in Dallas
+    leaving saturday"), whatever verb follows."""
     out = []
     first = re.match(r"\W*[\w'’.-]+", text)
     for m in _NAME.finditer(text, first.end() if first else 0):  # every sentence starts with a capital
@@ -212,8 +214,9 @@ def _names(text: str) -> list[Typed]:
         directed = _DIRECTED.search(text[max(0, m.start() - 24):m.start()])
         if directed and not _NAME_STOP.match(text, m.start() + len(literal)):
             literal = literal.split()[0]
+        before = text[max(0, m.start() - 40):m.start()]
         ends = _NAME_STOP.match(text, m.start() + len(literal)) or (
-            _APPOSED.search(text, max(0, m.start() - 40), m.start()) and _APPOSED_NEXT.match(text, m.start() + len(literal)))
+            (_APPOSED.search(before) or _PLACED.search(before)) and _APPOSED_NEXT.match(text, m.start() + len(literal)))
         if literal.lower() in _NOT_NAMES or not (directed or ends):
             continue
         value = re.sub(r"^(?:dr|mr|ms|mrs)\.\s+", "", literal.lower())
