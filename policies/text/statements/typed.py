@@ -196,8 +196,9 @@ def _idents(text: str) -> list[Typed]:
 
 POSSESSIVES = r"[Mm]y|[Hh]is|[Hh]er|[Oo]ur|[Tt]heir|[Yy]our"
 _APPOSED = re.compile(rf"\b(?:{POSSESSIVES})\s+(?:[a-z][\w-]*\s+){{1,2}}$")  # "my manager Tom"
-_APPOSED_NEXT = re.compile(r"\s+(?:[a-z]+(?:ing|ed)|said|says|told|wants|thinks|knows|about|tonight|today|tomorrow|asap|first)\b")  # "my manager Tom asking for ..."
-_PLACED = re.compile(r"\b(?:in|at|near|outside)\s+$")  # "... place in Dallas leaving saturday": a place ends at the phrase after it
+# what may follow a name that still ends its phrase: "my manager Tom asking for ...", "in Dallas leaving saturday"
+_PHRASE_AFTER_NAME = re.compile(r"\s+(?:[a-z]+(?:ing|ed)|said|says|told|wants|thinks|knows|about|tonight|today|tomorrow|asap|first)\b")
+_PLACED = re.compile(r"\b(?:in|at|near|outside)\s+$")  # "my parents' place in Dallas"
 _DIRECTED = re.compile(r"\b(?:have|let|ask|tell|get|cc|ping|invite|assign(?:ed)?\s+\w+\s+to|by)\s+(?:the\s+|our\s+|my\s+)?$", re.I)
 
 
@@ -214,9 +215,9 @@ def _names(text: str) -> list[Typed]:
         directed = _DIRECTED.search(text[max(0, m.start() - 24):m.start()])
         if directed and not _NAME_STOP.match(text, m.start() + len(literal)):
             literal = literal.split()[0]
-        before = text[max(0, m.start() - 40):m.start()]
+        before = (max(0, m.start() - 40), m.start())
         ends = _NAME_STOP.match(text, m.start() + len(literal)) or (
-            (_APPOSED.search(before) or _PLACED.search(before)) and _APPOSED_NEXT.match(text, m.start() + len(literal)))
+            (_APPOSED.search(text, *before) or _PLACED.search(text, *before)) and _PHRASE_AFTER_NAME.match(text, m.start() + len(literal)))
         if literal.lower() in _NOT_NAMES or not (directed or ends):
             continue
         value = re.sub(r"^(?:dr|mr|ms|mrs)\.\s+", "", literal.lower())
