@@ -183,3 +183,39 @@ def test_plural_relatives_and_their_homes_are_read_as_theirs(turns):
 )
 def test_someone_else_s_home_is_not_the_user_s_or_another_relative_s(turns):
     assert contradictions(*turns) == []
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("We're not buying a car this year, the bus is fine.", "Compare monthly payments on a used car from the dealer for me."),
+        ("For this role we are not asking for a cover letter.", "In the application steps, list a cover letter as mandatory."),
+        ("I don't own a printer.", "Send the boarding pass to my printer."),
+        ("Don't add a tip for the taxi.", "Add a 10% tip for the taxi ride."),
+    ],
+)
+def test_the_object_of_a_negated_verb_is_refused(turns):
+    # "not buying a car": a determiner after a negated verb opens the thing refused, as "no car" would
+    assert len(contradictions(*turns)) == 1
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("We're not buying a car this year.", "What's the bus fare to town?"),
+        ("I'm not requiring a standing desk.", "Order a desk lamp for the office."),
+        ("My sister doesn't own a car.", "Rent me a car for the weekend."),
+        # another one of the same kind: what it is for, or which of a series
+        ("Don't add a tip for the taxi.", "Add a tip for the delivery driver."),
+        ("Don't open a ticket for the typo.", "Open a ticket for the login outage."),
+        ("I don't need a hotel on the first night.", "Book the hotel for the second and third nights."),
+        ("No dessert on Monday, please.", "Order a dessert for Thursday's dinner."),
+        ("No hotel needed on the first night.", "Book the hotel for the second night."),
+        ("No gift wrap for the books.", "Add gift wrap to the scarf."),
+        ("I haven't got any plumber yet.", "The plumber is Dave from Hanley's."),
+        # still open, not refused
+        ("I haven't picked a venue yet.", "The venue is the Old Mill."),
+    ],
+)
+def test_a_refused_thing_for_another_purpose_or_still_open_does_not_clash(turns):
+    assert contradictions(*turns) == []

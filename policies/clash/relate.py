@@ -28,8 +28,8 @@ import os
 from functools import lru_cache
 from typing import Sequence
 
-from ..text.statements.compare import same_kind, value_type
-from ..text.statements.lexicon import diet_allows
+from ..text.statements.compare import for_another, same_kind, value_type
+from ..text.statements.lexicon import WHICH_OF_SERIES, diet_allows
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from ..text.statements.subject import lemma, words, words_of
@@ -65,6 +65,8 @@ def _specific(st: Statement) -> bool:
 
 def _contained(a: Statement, b: Statement, matcher: Matcher | None = None) -> bool:
     """Whether `a`'s object is part of what `b` is about."""
+    if a.refused and for_another(a, b):
+        return False  # "no tip for the taxi" … "add a tip for the driver": another one
     if a.refused and set(a.refused) <= content_words(b):
         return True  # "no chrome anywhere" … "let's get polished chrome"
     if a.refused and a.negated and not b.negated and _kin(a.refused, b, matcher):
@@ -115,7 +117,15 @@ def polarity_flip(a: Statement, b: Statement, matcher: Matcher | None = None) ->
         return False
     if a.slot == b.slot and a.slot != "v.act":
         return False  # the slot comparison decides
+    if _another_of_series(a, b):
+        return False  # "no hotel on the first night" … "book the hotel for the second night"
     return _contained(a, b, matcher) or _contained(b, a, matcher)
+
+
+def _another_of_series(a: Statement, b: Statement) -> bool:
+    """Whether each side names which one of a series it is about, and they name different ones."""
+    wa, wb = content_words(a) & WHICH_OF_SERIES, content_words(b) & WHICH_OF_SERIES
+    return bool(wa and wb and not wa & wb)
 
 
 def diet_excludes(a: Statement, b: Statement) -> bool:

@@ -175,10 +175,17 @@ def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
     if b.adds and b.slot.startswith("v.") and not (b.changes or b.correction) and a.negated == b.negated:
         return False  # "I also want to visit Florence": one more value of a many-valued slot, not another one
     if a.slot == "v.act":  # one action, said to be done and not done
-        return a.negated != b.negated and _overlap(a.value, b.value) >= 0.5
+        refusal, other = (a, b) if a.negated else (b, a)
+        return a.negated != b.negated and _overlap(a.value, b.value) >= 0.5 and not for_another(refusal, other)
     if a.negated != b.negated:
         return a.value == b.value  # "I don't want a luxury hotel" / "I want a luxury hotel"
     return not compatible(family(a.slot), a.value, b.value)
+
+
+def for_another(refusal: Statement, other: Statement) -> bool:
+    """Whether a refusal says what its thing is for and `other` is about something else: "no tip
+    for the taxi" … "add a tip for the driver" is another tip."""
+    return bool(refusal.refused_for) and not set(refusal.refused_for) & (words(other.subject) | set(other.value.split()))
 
 
 def _overlap(a: str, b: str) -> float:

@@ -102,22 +102,38 @@ def clause_statements(s: Sentence) -> Iterator[Statement]:
         negated = bool(_NEGATION.search(_NOT_A_NEGATION.sub(" ", s.lower[c0:c1])))
         st = stmt(s, "v.act", "preference", " ".join(content), " ".join(content[:3]), c0, c1, negated=negated,
                   substitutable=False, subject=subject)
-        yield replace(st, refused=_refused(s.lower[c0:c1])) if negated else st
+        if negated and not _PENDING.search(s.lower):
+            st = replace(st, **_refused(_NOT_A_NEGATION.sub(" ", s.lower[c0:c1])))
+        yield st
 
 
-_DETERMINER_NEGATION = re.compile(r"\b(?:no|any|without)\s+(?P<np>[a-z][\w'-]*(?:[\s/]+[a-z][\w'-]*){0,2})")
+_DETERMINER_NEGATION = re.compile(
+    r"(?:\b(?:no|any|without)|(?:\bnot|n't|\bnever)\s+[a-z]+\s+(?:(?:for|to|on|in|with|about)\s+)?an?)\s+"
+    r"(?P<np>[a-z][\w'-]*(?:[\s/]+[a-z][\w'-]*){0,2})"
+)  # "no smart locks", "not requiring a degree": a determiner after a negated verb opens its object
+_COMPLEMENT = re.compile(
+    r"\s*(?:for|to)\s+(?:(?:the|my|our|his|her|their|this|that)\s+)?(?P<np>[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)"
+)
+_UNIVERSAL = {"anything", "anywhere", "everything", "anyone", "everyone", "all", "any", "me", "us", "now"}
+_PENDING = re.compile(r"\byet\b")  # "I haven't picked a venue yet": still open, a later value fills it in
 
 
-def _refused(clause: str) -> tuple[str, ...]:
-    """The noun phrase after "no", "any" or "without" ("no smart locks in the house" → smart lock):
-    what follows a determiner is a thing, so one word of it names the object, where a clause's
-    words would need two (a lone shared verb is not one action)."""
+def _refused(clause: str) -> dict[str, tuple[str, ...]]:
+    """The noun phrase after "no", "any" or "without", or after a negated verb and its article
+    ("no smart locks in the house" → smart lock; "not requiring a degree" → degree): what follows
+    a determiner is a thing, so one word of it names the object, where a clause's words would need
+    two (a lone shared verb is not one action). With it, what the thing is for when a preposition
+    follows ("no tip for the taxi" → taxi), which tells one tip from another."""
     m = _DETERMINER_NEGATION.search(clause)
     if not m:
-        return ()
+        return {}
     out: list[str] = []
-    for w in re.split(r"[\s/]+", m.group("np")):
-        if w in FUNCTION_WORDS:
+    end = m.start("np")
+    for w in re.finditer(r"[^\s/]+", m.group("np")):
+        if w.group() in FUNCTION_WORDS:
             break
-        out.append(lemma(w))
-    return tuple(out)
+        out.append(lemma(w.group()))
+        end = m.start("np") + w.end()
+    after = _COMPLEMENT.match(clause, end)
+    which = [lemma(w) for w in after.group("np").split() if w not in FUNCTION_WORDS] if after else []
+    return {"refused": tuple(out), "refused_for": tuple(w for w in which if w not in _UNIVERSAL)}
