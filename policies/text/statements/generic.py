@@ -99,11 +99,12 @@ def clause_statements(s: Sentence) -> Iterator[Statement]:
         content = sorted({w.lstrip("^") for w in subject if w != "|" and not w.startswith("@")})
         if len(content) < 1:
             continue
-        negated = bool(_NEGATION.search(_NOT_A_NEGATION.sub(" ", s.lower[c0:c1])))
+        clause = _NOT_A_NEGATION.sub(" ", s.lower[c0:c1])
+        negated = bool(_NEGATION.search(clause))
         st = stmt(s, "v.act", "preference", " ".join(content), " ".join(content[:3]), c0, c1, negated=negated,
                   substitutable=False, subject=subject)
         if negated and not _PENDING.search(s.lower):
-            st = replace(st, **_refused(_NOT_A_NEGATION.sub(" ", s.lower[c0:c1])))
+            st = replace(st, **_refused(clause))
         yield st
 
 

@@ -45,7 +45,7 @@ class Statement:
     request: bool = False  # the sentence asks the agent to do something now ("show me page 2")
     replaces: bool = False  # the sentence puts its value in place of an earlier one ("... instead", "rather than ...")
     adds: bool = False  # the sentence adds to what was said ("also", "too", "as well")
-    refused: tuple[str, ...] = ()  # the noun phrase a "no"/"any"/"without" refuses ("no smart locks"): one object
+    refused: tuple[str, ...] = ()  # the noun phrase refused ("no smart locks", "not requiring a degree"): one object
     refused_for: tuple[str, ...] = ()  # what the refused thing is for, said after it ("no tip for the taxi"): which one
     context: frozenset[str] = frozenset()  # the sentence's topic words (subject.topic_words): what else it is about
     given: bool = False  # read from what a question takes as given ("the warfarin I take"), not said outright
