@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from .bounds import times_compatible
 from .lexicon import places_compatible
 from .match import Matcher
 from .model import Statement
@@ -65,6 +66,8 @@ def _typed_compatible(slot: str, a: str, b: str) -> bool:
     kind = slot[2:].split(":", 1)[0]
     if kind == "date":
         return _dates_compatible(a, b)
+    if kind == "time":
+        return times_compatible(a, b)
     if kind in ("money", "qty", "count"):
         try:
             return abs(float(a) - float(b)) <= 0.02 * max(abs(float(a)), abs(float(b)), 1e-9)  # "6.2 miles" is 10 km

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...cache import cache_short
+from .bounds import as_bound
 from .generic import clause_statements, typed_statements
 from .model import Sentence, Statement, presupposed, split_sentences
 from .rules import RULES
@@ -30,7 +31,7 @@ def _read(sentence: Sentence) -> list[Statement]:
     specific = _unambiguous(found)
     taken = [(st.vstart, st.vend) for st in found if not st.slot.endswith(".?")]
     generic = _one_day([st for st in typed_statements(sentence) if not any(st.vstart < b and a < st.vend for a, b in taken)])
-    claimed = specific + generic
+    claimed = [as_bound(sentence, st) for st in specific + generic]
     whole = [st for st in clause_statements(sentence)
              if not any(st.vstart <= other.vstart < st.vend for other in found + generic)]
     return sorted(claimed + whole, key=lambda st: (st.start, st.vstart))

@@ -73,7 +73,7 @@ def _without_asides(spans: list[tuple[int, int]], lower: str) -> tuple[tuple[int
 
 
 _CLAUSE = re.compile(
-    r"(?<!\d),|,(?!\d)|;|:|—|–|\s-\s|\((?!\d)|\)|\b(?:but|and|although|though|whereas|while|so|because|since|yet|however|plus)\b", re.I
+    r"(?<!\d),|,(?!\d)|;|:(?!\d\d)|—|–|\s-\s|\((?!\d)|\)|\b(?:but|and|although|though|whereas|while|so|because|since|yet|however|plus)\b", re.I
 )
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i'd|i'll|i've|me|my|mine|myself|we|we're|we'd|we'll|we've|us|our|ours|let's)\b")
 _LEADING = (
@@ -165,6 +165,10 @@ _RELATION_VERB = re.compile(
 )
 
 
+# "her 10mg amlodipine", "their 3 kids": a value in a noun phrase someone else owns is theirs
+_POSSESSED = re.compile(r"\b(?:his|her|their)\s+(?:[\w-]+\s+)?$")
+
+
 def _third_party(lower: str) -> int | None:
     """Where `lower` (a sentence or a clause) starts speaking of someone other than the user; None
     when it does not."""
@@ -208,7 +212,7 @@ class Sentence:
         """About someone else: the clause says so, or the sentence does and the clause has no "I"."""
         c0, c1 = self.clause(pos)
         clause = self.lower[c0:c1]
-        if _third_party(clause) is not None:
+        if _third_party(clause) is not None or _POSSESSED.search(self.lower, c0, pos):
             return True
         if _IMPERATIVE.match(_STRIP_LEADING.sub("", clause.strip())):
             return False  # "she loves spicy food, so make the curry hot": the request is the user's

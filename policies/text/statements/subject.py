@@ -41,7 +41,7 @@ def lemma(word: str) -> str:
     if len(w) > 4 and w.endswith("ies"):
         return w[:-3] + "y"
     if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
+        w = w[:-1]  # and on: "meetings" is cut as "meeting" is
     for ending in ("ing", "ed"):  # "signed" / "sign", "sending" / "send"; both sides are cut alike
         if len(w) > len(ending) + 3 and w.endswith(ending):
             stem = w[: -len(ending)]
