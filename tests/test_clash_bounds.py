@@ -1,5 +1,5 @@
-"""Times said as limits ("after 6pm", "nothing departing after 9pm", "no later than noon") compared
-with the time later asked for, and a value in a noun phrase someone else owns ("her 10mg dose").
+"""Values said as limits ("after 6pm", "nothing departing after 9pm", "under $1,000", "at least 8GB")
+compared with the value later asked for, and a value in a noun phrase someone else owns ("her 10mg dose").
 
 Phrasings here are not the bench's: they check that the mechanisms generalize."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from ctxwarden.policies.text.statements.bounds import times_compatible
 from ctxwarden.policies.text.statements.extract import extract
-from tests.clash_fixtures import contradictions
+from tests.clash_fixtures import clashes_in, contradictions
 
 
 def _times(text: str) -> list[str]:
@@ -89,3 +89,49 @@ def test_a_time_within_a_stated_limit_does_not_clash(turns):
 )
 def test_a_value_in_a_noun_phrase_someone_else_owns_is_theirs(turns, clash):
     assert bool(contradictions(*turns)) is clash, turns
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("Keep the monitor under $400.", "Go ahead and order the $529 monitor."),
+        ("The hike should be no more than 12 km.", "Plan the 18 km hike for Saturday."),
+        ("I want at least 16GB of memory in the new laptop.", "Order the laptop with 8GB of memory."),
+        ("Find me a flight with no more than 2 stops.", "Book the flight with 3 stops."),
+        ("My budget for the sofa is $900.", "Order the $1,150 sofa."),  # a budget is a limit by what it is
+    ],
+)
+def test_an_amount_outside_a_stated_limit_clashes(turns):
+    assert len(contradictions(*turns)) == 1, turns
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        # before, the limit's amount was taken for the amount itself: "under $400" clashed with $350
+        ("Keep the monitor under $400.", "Go ahead and order the $349 monitor."),
+        ("The hike should be no more than 12 km.", "Plan the 9 km hike for Saturday."),
+        ("I want at least 16GB of memory in the new laptop.", "Order the laptop with 32GB of memory."),
+        ("My budget for the sofa is $900.", "Order the $850 sofa."),
+    ],
+)
+def test_an_amount_within_a_stated_limit_neither_clashes_nor_repeats_it(turns):
+    assert clashes_in(*turns) == [], turns  # no clash, and no duplicate: the point is not the limit said again
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ("Keep the monitor under $400.", "Actually, keep it under $300."),  # a revised limit
+        ("My budget for the laptop is $1,000.", "Actually make the laptop budget $1,200."),  # "make" here sets, it is no income
+        ("I'd like to leave after 6pm.", "Change that, I'd like to leave after 8pm."),
+    ],
+)
+def test_a_limit_revised_the_same_way_clashes(turns):
+    assert len(contradictions(*turns)) == 1, turns
+
+
+def test_a_limit_moved_from_one_search_to_the_next_is_a_step_not_a_clash():
+    # each search runs with its own limit; only a point outside a standing limit contradicts it
+    assert contradictions("Show me trails near Porto under 10 km.", "Show me trails near Porto under 15 km.") == []
+    assert len(contradictions("Show me trails near Porto under 10 km.", "Show me the 14 km trail near Porto.")) == 1

@@ -174,7 +174,9 @@ def test_a_burst_of_more_requests_than_connections_waits_for_one_and_stays_share
     from ctxwarden.proxy.state.backends import MAX_CONNECTIONS
 
     async def run():
-        state = RedisState(StateConfig(redis_url=redis_url), Metrics())
+        # a generous per-call timeout: opening 128 connections at once on a loaded 2-core machine can take
+        # longer than the default 0.25 s, and this test is about waiting for the pool, not connect speed
+        state = RedisState(StateConfig(redis_url=redis_url, timeout_s=2.0), Metrics())
         loaded = await asyncio.gather(*[state.load_session(f"burst:{i}") for i in range(3 * MAX_CONNECTIONS)])
         assert [doc for doc in loaded if doc is None] == [] and state.status == "ok", state.last_error
         await state.aclose()

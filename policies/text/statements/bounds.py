@@ -1,52 +1,78 @@
-"""Times said as bounds: "after 9pm", "no later than 6", "nothing departing after 9pm".
+"""Values said as limits: "after 9pm", "no later than 6", "under $1,000", "at least 8GB".
 
-A time after "after" or "before" is not the time something happens but a limit on it. Its value
-carries the direction (">21:00": at or after 9pm; "<18:00": at or before 6pm), and a refused bound
-is the opposite bound said outright ("nothing after 9pm" is "at or before 21:00"), so a later
-"book the 11:45pm" is compared with the limit rather than taken for another time.
+A value after "after", "before", "under" or "at least" is not what something is but a limit on it.
+Its value carries the direction (">21:00": at or after 9pm; "<3": at most 3), and a refused limit
+is the opposite limit said outright ("nothing after 9pm" is "at or before 21:00"). A budget is a
+limit by its slot ("amount.budget.total.max.usd"). A limit and a point clash only when the point
+lies outside it: "nothing departing after 9pm" clashes with "book the 11:45pm", "a laptop under
+$1,000" does not clash with "order the $800 one". Two limits the same way with different values are
+a revised limit, and clash.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
+from typing import Callable
 
 from .model import Sentence, Statement
 
 _AFTER = re.compile(r"\b(?:after|(?<!no )(?<!not )later than|no earlier than|not earlier than)\s+$")
 _BEFORE = re.compile(r"\b(?:before|(?<!no )(?<!not )earlier than|no later than|not later than)\s+$")
+_AT_LEAST = re.compile(r"\b(?:over|above|(?<!no )(?<!not )more than|at least|no less than|not less than|no fewer than|min(?:imum)?)\s+$")
+_AT_MOST = re.compile(r"\b(?:under|below|(?<!no )(?<!not )(?:less|fewer) than|at most|no more than|not more than|max(?:imum)?)\s+$")
+_LIMITED_KINDS = ("v.money:", "v.qty:", "v.count:")  # a bare number ("v.num") is too often a label to be a limit
 _DAY_STARTS = 4 * 60  # a time before 4am belongs to the night before: "after 9pm" includes 00:30
-_DAY = 24 * 60
 
 
 def as_bound(s: Sentence, st: Statement) -> Statement:
-    """`st` with its time read as a bound when the words before it make it one."""
-    if not (st.slot.startswith("time.") or st.slot == "v.time"):
+    """`st` with its value read as a limit when the words just before it make it one."""
+    if st.slot.startswith("time.") or st.slot == "v.time":
+        upper, lower = _BEFORE, _AFTER
+    elif st.slot.startswith(_LIMITED_KINDS):
+        upper, lower = _AT_MOST, _AT_LEAST
+    else:
         return st
     before = s.lower[: st.vstart - s.start]
-    m = _AFTER.search(before) or _BEFORE.search(before)
+    m = lower.search(before) or upper.search(before)
     if not m:
         return st
-    op = ">" if m.re is _AFTER else "<"
-    if st.negated and not m.group(0).startswith("no"):  # "no later than" is a bound, not a refusal
+    op = ">" if m.re is lower else "<"
+    if st.negated and not m.group(0).startswith("no"):  # "no later than" is a limit, not a refusal
         op = "<" if op == ">" else ">"
     return replace(st, value=op + st.value, negated=False, substitutable=False)
 
 
-def _minutes(value: str) -> int:
+def limited(st: Statement) -> str:
+    """The statement's value with its limit's direction: a budget's slot says it is a maximum."""
+    parts = st.slot.split(".")
+    if parts[0] == "amount" and len(parts) > 3 and parts[3] in ("max", "min"):
+        return ("<" if parts[3] == "max" else ">") + st.value
+    return st.value
+
+
+def direction(value: str) -> str:
+    return value[:1] if value[:1] in "<>" else ""
+
+
+def limits_compatible(a: str, b: str, number: Callable[[str], float], same: Callable[[str, str], bool]) -> bool:
+    """Whether two values, each a point or a limit, can both hold."""
+    op_a, op_b = direction(a), direction(b)
+    if op_a == op_b:
+        return same(a.lstrip("<>"), b.lstrip("<>"))
+    ranges = []
+    for op, value in ((op_a, a.lstrip("<>")), (op_b, b.lstrip("<>"))):
+        n = number(value)
+        ranges.append((n, math.inf) if op == ">" else (-math.inf, n) if op == "<" else (n, n))
+    return max(ranges[0][0], ranges[1][0]) <= min(ranges[0][1], ranges[1][1])
+
+
+def _minutes(value: str) -> float:
     hours, minutes = value.split(":")
     m = int(hours) * 60 + int(minutes)
-    return m + _DAY if m < _DAY_STARTS else m
+    return m + 24 * 60 if m < _DAY_STARTS else m
 
 
 def times_compatible(a: str, b: str) -> bool:
-    """Whether two times, each a point or a bound, can both hold. Two bounds the same way with
-    different limits are a revised limit, not two limits that both hold."""
-    op_a, op_b = a[:1] if a[:1] in "<>" else "", b[:1] if b[:1] in "<>" else ""
-    if op_a == op_b:
-        return a == b
-    ranges = []
-    for op, value in ((op_a, a.lstrip("<>")), (op_b, b.lstrip("<>"))):
-        m = _minutes(value)
-        ranges.append((m, _DAY + _DAY_STARTS) if op == ">" else (_DAY_STARTS, m) if op == "<" else (m, m))
-    return max(ranges[0][0], ranges[1][0]) <= min(ranges[0][1], ranges[1][1])
+    return limits_compatible(a, b, _minutes, str.__eq__)

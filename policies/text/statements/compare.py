@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .bounds import times_compatible
+from .bounds import direction, limited, limits_compatible, times_compatible
 from .lexicon import places_compatible
 from .match import Matcher
 from .model import Statement
@@ -69,11 +69,18 @@ def _typed_compatible(slot: str, a: str, b: str) -> bool:
     if kind == "time":
         return times_compatible(a, b)
     if kind in ("money", "qty", "count"):
-        try:
-            return abs(float(a) - float(b)) <= 0.02 * max(abs(float(a)), abs(float(b)), 1e-9)  # "6.2 miles" is 10 km
-        except ValueError:
-            return False
+        return _numbers_compatible(a, b, 0.02)  # "6.2 miles" is 10 km
     return False
+
+
+def _numbers_compatible(a: str, b: str, tolerance: float) -> bool:
+    """Two amounts, each a point or a limit ("<1000": at most 1,000), equal within `tolerance`."""
+    def same(x: str, y: str) -> bool:
+        return abs(float(x) - float(y)) <= tolerance * max(abs(float(x)), abs(float(y)), 1e-9)
+    try:
+        return limits_compatible(a, b, float, same)
+    except ValueError:
+        return False
 
 
 def compatible(slot: str, a: str, b: str) -> bool:
@@ -88,10 +95,7 @@ def compatible(slot: str, a: str, b: str) -> bool:
     if family == "date":
         return _dates_compatible(a, b)
     if family == "amount":
-        try:
-            return abs(float(a) - float(b)) <= 1e-6 * max(abs(float(a)), 1.0)
-        except ValueError:
-            return False
+        return _numbers_compatible(a, b, 1e-6)
     if slot in ("user.name", "booking.name", "v.name"):
         return _names_compatible(a, b)
     if family == "v":
@@ -173,8 +177,9 @@ def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
         return True  # "sorry, I meant 2 lbs, not 2 kg": the correction names the value it takes back
     if not about_the_same(a, b, matcher):
         return False
-    if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction or b.replaces):
-        return False  # "show me page 1" … "show me page 2": successive steps, each with its argument
+    if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction or b.replaces) \
+            and direction(limited(a)) == direction(limited(b)):
+        return False  # "show me page 1" … "show me page 2": successive steps; a limit ("under 2 stops") holds across them
     if b.adds and b.slot.startswith("v.") and not (b.changes or b.correction) and a.negated == b.negated:
         return False  # "I also want to visit Florence": one more value of a many-valued slot, not another one
     if a.slot == "v.act":  # one action, said to be done and not done
@@ -182,7 +187,7 @@ def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
         return a.negated != b.negated and _overlap(a.value, b.value) >= 0.5 and not for_another(refusal, other)
     if a.negated != b.negated:
         return a.value == b.value  # "I don't want a luxury hotel" / "I want a luxury hotel"
-    return not compatible(family(a.slot), a.value, b.value)
+    return not compatible(family(a.slot), limited(a), limited(b))  # "under $1,000" … "the $800 one" both hold
 
 
 def for_another(refusal: Statement, other: Statement) -> bool:
@@ -199,4 +204,5 @@ def _overlap(a: str, b: str) -> float:
 def duplicates(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
     if a.slot == "v.act":
         return False  # a clause said twice is not a fact to count
-    return a.negated == b.negated and compatible(family(a.slot), a.value, b.value) and about_the_same(a, b, matcher)
+    same_way = direction(limited(a)) == direction(limited(b))  # a limit and a point within it are not one value said twice
+    return a.negated == b.negated and same_way and compatible(family(a.slot), a.value, b.value) and about_the_same(a, b, matcher)

@@ -37,7 +37,7 @@ _BOUNDS = re.compile(
     r"not (?:over|above)|budget|spend|afford|pay|limit)\b|\b(?P<min>over|above|more than|at least|min(?:imum)?|starting at)\b"
 )
 _KEYED_AMOUNT = re.compile(r"\b(?:(?P<max>budget|max(?:imum)?|limit)|(?P<min>min(?:imum)?))\s*:\s*$")
-_INCOME = re.compile(r"\b(?:earn|make|salary|income|paid)\b")
+_INCOME = re.compile(r"\b(?:earn|salary|income|paid)\b|\bmake\b(?!\s+(?:it|the|a|an|my|our|this|that|sure)\b)")  # not "make the budget $1,200"
 
 
 def _scope(s: Sentence, end: int, c0: int, c1: int) -> str:
