@@ -20,8 +20,11 @@ from .model import Sentence, Statement
 
 _AFTER = re.compile(r"\b(?:after|(?<!no )(?<!not )later than|no earlier than|not earlier than)\s+$")
 _BEFORE = re.compile(r"\b(?:before|(?<!no )(?<!not )earlier than|no later than|not later than)\s+$")
-_AT_LEAST = re.compile(r"\b(?:over|above|(?<!no )(?<!not )more than|at least|no less than|not less than|no fewer than|min(?:imum)?)\s+$")
-_AT_MOST = re.compile(r"\b(?:under|below|(?<!no )(?<!not )(?:less|fewer) than|at most|no more than|not more than|max(?:imum)?)\s+$")
+# the words of an upper and a lower limit, which the budget rule (values._BOUNDS) reads too
+AT_MOST = r"under|below|less than|at most|no more than|not more than|max(?:imum)?"
+AT_LEAST = r"over|above|(?<!no )(?<!not )more than|at least|min(?:imum)?"  # not the "more than" of "no more than"
+_AT_LEAST = re.compile(rf"\b(?:{AT_LEAST}|no less than|not less than|no fewer than)\s+$")  # searched first: "no less than"
+_AT_MOST = re.compile(rf"\b(?:{AT_MOST}|(?<!no )(?<!not )fewer than)\s+$")
 _LIMITED_KINDS = ("v.money:", "v.qty:", "v.count:")  # a bare number ("v.num") is too often a label to be a limit
 _DAY_STARTS = 4 * 60  # a time before 4am belongs to the night before: "after 9pm" includes 00:30
 
@@ -54,6 +57,11 @@ def limited(st: Statement) -> str:
 
 def direction(value: str) -> str:
     return value[:1] if value[:1] in "<>" else ""
+
+
+def same_direction(a: Statement, b: Statement) -> bool:
+    """Both points, or both limits the same way."""
+    return direction(limited(a)) == direction(limited(b))
 
 
 def limits_compatible(a: str, b: str, number: Callable[[str], float], same: Callable[[str, str], bool]) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .bounds import direction, limited, limits_compatible, times_compatible
+from .bounds import limited, limits_compatible, same_direction, times_compatible
 from .lexicon import places_compatible
 from .match import Matcher
 from .model import Statement
@@ -178,7 +178,7 @@ def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
     if not about_the_same(a, b, matcher):
         return False
     if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction or b.replaces) \
-            and direction(limited(a)) == direction(limited(b)):
+            and same_direction(a, b):
         return False  # "show me page 1" … "show me page 2": successive steps; a limit ("under 2 stops") holds across them
     if b.adds and b.slot.startswith("v.") and not (b.changes or b.correction) and a.negated == b.negated:
         return False  # "I also want to visit Florence": one more value of a many-valued slot, not another one
@@ -204,5 +204,6 @@ def _overlap(a: str, b: str) -> float:
 def duplicates(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
     if a.slot == "v.act":
         return False  # a clause said twice is not a fact to count
-    same_way = direction(limited(a)) == direction(limited(b))  # a limit and a point within it are not one value said twice
-    return a.negated == b.negated and same_way and compatible(family(a.slot), a.value, b.value) and about_the_same(a, b, matcher)
+    # a limit and a point within it are not one value said twice
+    return a.negated == b.negated and same_direction(a, b) and compatible(family(a.slot), a.value, b.value) \
+        and about_the_same(a, b, matcher)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from .bounds import AT_LEAST, AT_MOST
 from .build import name_at, place_at, scoped, stated, stmt
 from .lexicon import MONTH, MONTHS, NUMBER, WEEKDAY, number_value
 from .model import Sentence, Statement
@@ -33,8 +34,8 @@ _SCOPE_NEAR = re.compile(r"\b(nightly|daily|weekly|monthly|yearly|annual(?:ly)?|
 _NEAR_WORDS = {"nightly": "night", "daily": "day", "weekly": "week", "monthly": "month", "yearly": "year", "annual": "year",
                "annually": "year"}
 _BOUNDS = re.compile(
-    r"\b(?P<max>under|below|less than|max(?:imum)?|up to|no more than|not more than|at most|within|cap(?:ped)? at|"
-    r"not (?:over|above)|budget|spend|afford|pay|limit)\b|\b(?P<min>over|above|more than|at least|min(?:imum)?|starting at)\b"
+    rf"\b(?P<max>{AT_MOST}|up to|within|cap(?:ped)? at|not (?:over|above)|budget|spend|afford|pay|limit)\b"
+    rf"|\b(?P<min>{AT_LEAST}|starting at)\b"
 )
 _KEYED_AMOUNT = re.compile(r"\b(?:(?P<max>budget|max(?:imum)?|limit)|(?P<min>min(?:imum)?))\s*:\s*$")
 _INCOME = re.compile(r"\b(?:earn|salary|income|paid)\b|\bmake\b(?!\s+(?:it|the|a|an|my|our|this|that|sure)\b)")  # not "make the budget $1,200"
