@@ -8,8 +8,10 @@ on each side ("user sessions" / "audit logs") is another object: a scope, no cla
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
+from ..text.statements.frames import REFERENT
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from ..text.statements.subject import different_scope
@@ -35,10 +37,26 @@ def frames_clash(a: Statement, b: Statement, matcher: Matcher) -> bool:
 def frame_pairs(frames: list, matcher: Matcher, skip: Callable[[object, object], bool]) -> list[tuple[object, object]]:
     """(older, newer) located frames that clash; `frames` is in conversation order, each with
     `.message` and `.st`; `skip(older, newer)` drops pairs already reported otherwise."""
+    frames = resolved(frames)
     out = []
     for j, newer in enumerate(frames):
         for older in reversed(frames[:j]):
             if older.message != newer.message and frames_clash(older.st, newer.st, matcher) and not skip(older, newer):
                 out.append((older, newer))
                 break
+    return out
+
+
+def resolved(frames: list) -> list:
+    """Frames whose object is a pronoun ("send it to my office") take the object of the nearest
+    frame said before them with a definite object ("ship the order to my home address", not "write
+    a note to the courier"); with none before, they are dropped."""
+    out: list = []
+    for loc in frames:
+        if REFERENT in loc.st.subject:
+            named = next((f for f in reversed(out) if REFERENT not in f.st.subject and not f.st.adds), None)
+            if named is None:
+                continue
+            loc = replace(loc, st=replace(loc.st, subject=named.st.subject))
+        out.append(loc)
     return out

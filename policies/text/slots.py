@@ -23,6 +23,12 @@ _NUMBER_WORDS = {w: n for n, w in enumerate(
     "sixteen seventeen eighteen nineteen".split())}
 _NUMBER_WORDS.update({w: 10 * (n + 2) for n, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())})
 _SCALES = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_UNITS_WORD = "one|two|three|four|five|six|seven|eight|nine"
+_SMALL = (r"(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[\s-](?:" + _UNITS_WORD + r"))?|"
+          r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|" + _UNITS_WORD + r"|zero)")
+_GROUP = rf"(?:(?:{_SMALL}|an?)\s+hundred(?:\s+(?:and\s+)?{_SMALL})?|{_SMALL})"
+# a number said in words, as one phrase: "twenty-five", "two thousand", "a hundred and five" (not "five six")
+SPELLED_NUMBER = rf"(?:(?:{_GROUP}|an?)\s+(?:thousand|million|billion)(?:\s+(?:and\s+)?{_GROUP})?|{_GROUP})"
 _MONTHS = {m: n + 1 for n, m in enumerate(
     "january february march april may june july august september october november december".split())}
 _MONTHS.update({m[:3]: n for m, n in list(_MONTHS.items())})
@@ -163,27 +169,39 @@ def _number_words(text: str) -> list[Slot]:
     spans = [(m.start(), m.end(), m.group(0).lower()) for m in re.finditer(r"[A-Za-z]+", text)]
     i = 0
     while i < len(spans):
-        j, total, current, used = i, 0.0, 0.0, 0
-        while j < len(spans) and (spans[j][2] in _NUMBER_WORDS or spans[j][2] in _SCALES or (used and spans[j][2] == "and")):
-            word = spans[j][2]
-            if word in _NUMBER_WORDS:
-                current += _NUMBER_WORDS[word]
-            elif word in _SCALES:
-                current = max(current, 1) * _SCALES[word]
-                if _SCALES[word] >= 1000:
-                    total, current = total + current, 0.0
-            used += word != "and"
+        j = i
+        while j < len(spans) and (spans[j][2] in _NUMBER_WORDS or spans[j][2] in _SCALES or (j > i and spans[j][2] == "and")):
             j += 1
         while j > i and spans[j - 1][2] == "and":
             j -= 1
+        used = sum(word != "and" for _, _, word in spans[i:j])
         if used:
-            slot = _quantity(text, spans[i][0], spans[j - 1][1], total + current, None, _round_step(str(int(total + current))))
+            value = spelled_number(" ".join(word for _, _, word in spans[i:j])) or 0.0
+            slot = _quantity(text, spans[i][0], spans[j - 1][1], value, None, _round_step(str(int(value))))
             if used >= 2 or slot.value[1] != "count":
                 out.append(slot)
             i = j
         else:
             i += 1
     return out
+
+
+def spelled_number(phrase: str) -> float | None:
+    """The value of a number said in words ("two thousand", "twenty-five", "a hundred and five");
+    None when a word of `phrase` is not part of a number."""
+    total = current = 0.0
+    used = False
+    for word in re.findall(r"[a-z]+", phrase.lower()):
+        if word in _NUMBER_WORDS:
+            current += _NUMBER_WORDS[word]
+        elif word in _SCALES:
+            current = max(current, 1) * _SCALES[word]
+            if _SCALES[word] >= 1000:
+                total, current = total + current, 0.0
+        elif word not in ("and", "a", "an"):
+            return None
+        used = used or word not in ("and", "a", "an")
+    return total + current if used else None
 
 
 def _names(text: str) -> list[Slot]:

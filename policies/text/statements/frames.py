@@ -9,6 +9,9 @@ just before the first place preposition of the clause, the complement what follo
 the typed rules read (dates, amounts, counts) are theirs, not a frame's: a complement holding
 one is no place.
 
+An object said as a pronoun ("send it to my office", "it's going to my home address") is the
+subject `REFERENT`: the clash policy gives it the object of the frame said before it.
+
 Frames are statements on the slot "frame.<role>", extracted apart from `extract` (only the
 clash policy compares them).
 """
@@ -34,6 +37,14 @@ _LIGHT = {"want", "wanted", "need", "needed", "like", "love", "prefer", "would",
 _WORD = re.compile(r"[a-z][\w'-]*")
 _PLACE_TYPES = ("name", "id", "attr")  # typed values that can be part of a place; other types are values
 MAX_OBJECT_WORDS = 4
+REFERENT = "@referent"  # the subject of a frame whose object is "it" or "they": the object of the frame before
+# a pronoun object or subject, with what may follow it before the preposition ("it's going", "they are being shipped")
+# "then send it to Bob", "once it's green, promote it to production": the next step of a workflow
+# moves nothing back; "now put it in the freezer instead" does
+_SEQUENCE = re.compile(r"\W*(?:(?:ok(?:ay)?|and|great|perfect|cool|good)\W+)*(?:then|after that|afterwards|next|finally|now|"
+                       r"once\b|when\b[^,]*\b(?:done|finished|ready|green|complete|merged|approved)\b)\b")
+_INSTEAD = re.compile(r"\b(?:instead|actually|rather|not)\b")
+_PRONOUN_OBJECT = re.compile(r"\b(?:it|they|them)(?:'s|'re|\s+(?:is|are|will be|should be|gets?|goes))?\b(?P<rest>[^,;]*)$")
 
 
 def _content(text: str, skip_first: bool = False) -> list[str]:
@@ -48,7 +59,10 @@ def _frame(s: Sentence, c0: int, c1: int, m: re.Match[str], values: list[tuple[i
     left, right = clause[: m.start()], clause[m.end():]
     dets = list(_DETERMINER.finditer(left))
     indefinite = bool(dets) and dets[-1].group(0) in ("a", "an") or bool(re.search(r"\banother\b", left))
-    if dets:
+    pronoun = _PRONOUN_OBJECT.search(left)
+    if pronoun and not _content(pronoun.group("rest")):
+        obj = [REFERENT]  # "send it to my office": the object is named before
+    elif dets:
         obj = _content(left[dets[-1].end():])
     else:  # "Store user sessions in Redis": the clause's first word is its verb
         obj = _content(left, skip_first=True)
@@ -62,6 +76,8 @@ def _frame(s: Sentence, c0: int, c1: int, m: re.Match[str], values: list[tuple[i
     end = c0 + len(clause.rstrip(" .!?;:"))
     st = stmt(s, f"frame.{role}", "value", " ".join(sorted(set(complement))), " ".join(obj[-2:]), r0, end,
               substitutable=False, subject=tuple(obj), negated=s.negated(c0 + m.start(), c1))
+    if _SEQUENCE.match(s.lower) and not s.correction and not _INSTEAD.search(s.lower):
+        st = replace(st, step=True)
     return replace(st, adds=True) if indefinite else st  # "book a hotel in Porto": one more, not the same one
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from ..slots import SPELLED_NUMBER, spelled_number
+
 # ----------------------------------------------------------------------------- places
 
 # city → (country, region or ""): containment makes "I'm in the UK" and "I'm in London" compatible.
@@ -127,14 +129,17 @@ NUMBER_WORDS = {
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
     "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "a dozen": 12,
 }
-NUMBER = r"(?:\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")"
+NUMBER = rf"(?:\d{{1,3}}|{SPELLED_NUMBER}|a dozen)"  # a small count: "3", "twenty-five", "a dozen"
 
 
 def number_value(raw: str) -> int | None:
     raw = raw.strip().lower()
     if raw.isdigit():
         return int(raw)
-    return NUMBER_WORDS.get(raw)
+    if raw in NUMBER_WORDS:
+        return NUMBER_WORDS[raw]
+    value = spelled_number(raw)
+    return int(value) if value is not None and value == int(value) else None
 
 
 LANGUAGES = {

@@ -308,5 +308,18 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
         new_step=bool(_NEW_STEP.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
         replaces=bool(_REPLACE.search(lower)) and not _ADDITIVE.search(lower),
         adds=bool(_ADDITIVE.search(lower)),
-        boundaries=_without_asides([m.span() for m in _CLAUSE.finditer(lower)], lower),
+        boundaries=_without_asides(sorted([m.span() for m in _CLAUSE.finditer(lower)] + _preposed(lower, question)), lower),
     )
+
+
+# "with only 2,000 rows in my dataset is a split worth it?": a question opened by a phrase it takes
+# as given asks from its auxiliary or question word on; the phrase before is a clause of its own
+_PREPOSED = re.compile(
+    r"\W*(?:(?:so|and|ok|okay|well|but)\W+)?(?:with|since|given|as|because|considering)\b[^,;:?]*?"
+    r"(?P<gap>\s)(?=(?:is|are|was|were|do|does|did|should|shall|can|could|would|will|how|what|when|where|which|who|why)\b)"
+)
+
+
+def _preposed(lower: str, question: bool) -> list[tuple[int, int]]:
+    m = _PREPOSED.match(lower) if question and not re.search(r"[,;:—–]", lower) else None  # else a comma ends the phrase
+    return [m.span("gap")] if m else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..slots import SPELLED_NUMBER, spelled_number
 from ..units import PHRASES
 from ..units import UNITS as TABLE
 from .attributes import attributes
@@ -26,7 +27,9 @@ class Typed:
 
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_WORD_NUM = "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
+_SCALE = {"k": 1e3, "hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9}
+# an amount in digits, scaled ("50k", "2.5 million"), or in words ("two thousand", "a dozen")
+_AMOUNT = rf"(?:{_NUM}(?:(?<!\b401)k(?![\w])|\s+(?:hundred|thousand|million|billion)\b)?|{SPELLED_NUMBER}|a dozen)"
 _MONEY = re.compile(
     rf"(?P<c1>[$€£¥])\s?(?P<n1>{_NUM})\s?(?P<k1>k\b)?|"
     rf"\b(?P<n2>{_NUM})\s?(?P<k2>k\b)?\s?(?P<c2>dollars?|bucks|euros?|pounds|usd|eur|gbp|quid)\b", re.I)
@@ -39,15 +42,15 @@ _AMBIGUOUS = {"in", "t", "l", "v", "w", "ha", "$", "€", "£", "usd", "eur", "g
 UNITS = {u: dim for u, dim in TABLE.items() if u not in _AMBIGUOUS}
 _BINARY = {"Ki": "kib", "Mi": "mib", "Gi": "gib", "Ti": "tib"}  # Kubernetes quantities: "512Mi" is not 512 miles
 _UNIT = "|".join(sorted((re.escape(u) for u in [*UNITS, *PHRASES, *_BINARY]), key=len, reverse=True))
-_QUANTITY = re.compile(rf"\b(?P<n>{_NUM}|{_WORD_NUM}|an?)(?:\s?-\s?|\s?|\s+(?:full|whole|extra|additional)\s+)(?P<u>{_UNIT})(?![\w])", re.I)
-_COUNT = re.compile(rf"\b(?P<n>{_NUM}|{_WORD_NUM})\s+(?P<noun>[a-z][a-z-]{{2,}}s)\b")
+_QUANTITY = re.compile(rf"\b(?P<n>{_AMOUNT}|an?)(?:\s?-\s?|\s?|\s+(?:full|whole|extra|additional)\s+)(?P<u>{_UNIT})(?![\w])", re.I)
+_COUNT = re.compile(rf"\b(?P<n>{_AMOUNT})\s+(?P<noun>[a-z][a-z-]{{2,}}s)\b")
 _DATE = re.compile(
     rf"\b(?P<m1>{MONTH})\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y1>\d{{4}})\b)?(?!\s*(?::|am|pm|%|\d))|"
     rf"\b(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTH})(?![a-z])(?:,?\s+(?P<y2>\d{{4}})\b)?|"
     rf"\bthe\s+(?P<d3>\d{{1,2}})(?:st|nd|rd|th)\b|\b(?P<y>\d{{4}})-(?P<m4>\d{{2}})-(?P<d4>\d{{2}})\b|"
     rf"\b(?P<wd>{WEEKDAY})\b", re.I)
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)|\b(\d{1,2}):(\d{2})\b|\b(noon|midday|midnight)\b", re.I)
-_IDENT = re.compile(r"\b(?=[\w.-]*\d)(?=[\w.-]*[a-z])[a-z][\w.-]*[a-z0-9]\b|\b\d+[a-z]\b|\b\d+\.\d+(?:\.\d+)*\b", re.I)
+_IDENT = re.compile(r"\b(?=[\w.-]*\d)(?=[\w.-]*[a-z])[a-z][\w.-]*[a-z0-9]\b|\b\d+[a-jl-z]\b|\b401k\b|\b\d+\.\d+(?:\.\d+)*\b", re.I)
 _NAME = re.compile(r"(?<![\w'’.-])(?:Dr\.\s+|Mr\.\s+|Ms\.\s+|Mrs\.\s+)?[A-Z][\w'’.-]*(?:\s+(?:d'|de\s+|van\s+|von\s+)?[A-Z][\w'’-]*)*"
                    r"(?:\s+\d+(?:\.\d+)*)?")
 _NOT_NAMES = {"i", "i'm", "i'd", "i'll", "i've", "ok", "okay"} | set(MONTHS) | {
@@ -62,8 +65,11 @@ def number(raw: str) -> float | None:
         return 1.0
     if raw in NUMBER_WORDS:
         return float(NUMBER_WORDS[raw])
+    scaled = re.fullmatch(r"([\d.]+)\s*(k|hundred|thousand|million|billion)?", raw)
+    if scaled is None:
+        return spelled_number(raw)
     try:
-        return float(raw)
+        return float(scaled.group(1)) * _SCALE.get(scaled.group(2) or "", 1.0)
     except ValueError:
         return None
 
@@ -102,7 +108,7 @@ def _quantities(text: str) -> list[Typed]:
         raw = m.group("u")
         unit = _BINARY.get(raw) or PHRASES.get(raw.lower()) or raw.lower()
         n = number(m.group("n"))
-        if n is None or unit not in UNITS or (unit in ("m", "s", "g", "h") and not m.group("n")[0].isdigit()):
+        if n is None or unit not in UNITS or (unit in ("m", "s", "g", "h") and not m.group("n")[0].isdigit()) or _titled(m):
             continue
         dimension, factor = UNITS[unit]
         part = _FRACTION.search(text, 0, m.start())
@@ -111,11 +117,16 @@ def _quantities(text: str) -> list[Typed]:
     return out
 
 
+def _titled(m: re.Match[str]) -> bool:
+    """ "Gone in Sixty Seconds", "A Thousand Years": a number in words before a capitalised word is a title's."""
+    return m.group("n")[0].isalpha() and m.group(m.lastindex or 0)[0].isupper()
+
+
 def _counts(text: str) -> list[Typed]:
     out = []
     for m in _COUNT.finditer(text):
         n = number(m.group("n"))
-        if n is not None:
+        if n is not None and not _titled(m):
             noun = m.group("noun").lower()
             out.append(Typed(f"count:{noun[:-1]}", f"{n:g}", m.start(), m.end()))
     return out
@@ -174,7 +185,7 @@ def _times(text: str) -> list[Typed]:
     return out
 
 
-_BARE = re.compile(rf"(?<![\w$€£¥.,-])(?P<n>{_NUM})(?![\w%-]|[.,]\d)")
+_BARE = re.compile(rf"(?<![\w$€£¥.,-])(?P<n>{_NUM}(?:(?<!\b401)k(?![\w])|\s+(?:thousand|million|billion)\b)?)(?![\w%-]|[.,]\d)")
 
 
 _BARE_WORD = re.compile(rf"\b(?P<n>{'|'.join(w for w in sorted(NUMBER_WORDS, key=len, reverse=True) if w != 'one')})\b(?!-)", re.I)

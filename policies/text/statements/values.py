@@ -15,6 +15,7 @@ from .bounds import AT_LEAST, AT_MOST
 from .build import name_at, place_at, scoped, stated, stmt
 from .lexicon import MONTH, MONTHS, NUMBER, WEEKDAY, number_value
 from .model import Sentence, Statement
+from .subject import FUNCTION_WORDS
 
 # ----------------------------------------------------------------------------- amounts
 
@@ -152,16 +153,28 @@ _EVENTS = (
 _EVENT = re.compile("|".join(f"(?P<e{i}>\\b(?:{p})\\b)" for i, (_, p) in enumerate(_EVENTS)))
 
 
-def _event(s: Sentence, start: int, end: int) -> str:
-    """The event a date or time belongs to: the nearest cue before it, else the first one after it."""
+def _event(s: Sentence, start: int, end: int, values: list[re.Match[str]] = ()) -> str:
+    """The event a date or time belongs to: the nearest cue before it, else the first one after it;
+    none when that cue is another clause's and a value of that clause's lies between them ("my
+    departure is aug 10, can you find me a hotel for the night of the 9th": the 9th is the hotel's)."""
     before = [m for m in _EVENT.finditer(s.lower) if m.end() <= start]
     after = [m for m in _EVENT.finditer(s.lower) if m.start() >= end]
     m = before[-1] if before else after[0] if after else None
-    if m is None:
+    if m is None or _spent(s, m, start, end, values):
         return ""
     i = int(m.lastgroup[1:])  # type: ignore[index]
     name = _EVENTS[i][0] or m.group(0)
     return re.sub(r"[\s-]+", "-", name)
+
+
+def _spent(s: Sentence, cue: re.Match[str], start: int, end: int, values: list[re.Match[str]]) -> bool:
+    own = s.clause(start)
+    if s.clause(cue.start()) == own:
+        return False
+    a, b = (cue.end(), start) if cue.end() <= start else (end, cue.start())
+    between = any(a <= v.start() and v.end() <= b and s.clause(v.start()) != own for v in values)
+    rest = s.lower[own[0]:start] + " " + s.lower[end:own[1]]
+    return between and len([w for w in re.findall(r"[a-z]+", rest) if w not in FUNCTION_WORDS]) >= 2
 
 
 def _changed_event(s: Sentence) -> str:
@@ -190,12 +203,13 @@ def _date_value(m: re.Match[str]) -> str:
 
 
 def dates(s: Sentence) -> Iterator[Statement]:
-    for m in _DATES.finditer(s.lower):
+    found = list(_DATES.finditer(s.lower))
+    for m in found:
         if m.group("m1") == "may" and not re.match(r"\s+\d", s.lower[m.end("m1"):]):
             continue
         if s.lower.startswith("'s", m.end()):
             continue  # "Friday's show" names the show, it does not date it
-        event = _event(s, m.start(), m.end()) or _changed_event(s)
+        event = _event(s, m.start(), m.end(), found) or _changed_event(s)
         if not event or not stated(s, m.start(), addressed=False):
             continue
         yield stmt(s, f"date.{event}", "value", _date_value(m), _event_label(event, "date"), m.start(), m.end())
@@ -217,9 +231,10 @@ def _minutes(m: re.Match[str]) -> int | None:
 
 
 def times(s: Sentence) -> Iterator[Statement]:
-    for m in _TIMES.finditer(s.lower):
+    found = list(_TIMES.finditer(s.lower))
+    for m in found:
         minutes = _minutes(m)
-        event = _event(s, m.start(), m.end()) or _changed_event(s)
+        event = _event(s, m.start(), m.end(), found) or _changed_event(s)
         if minutes is None or not event or not stated(s, m.start(), addressed=False):
             continue
         yield stmt(s, f"time.{event}", "value", f"{minutes // 60:02d}:{minutes % 60:02d}", _event_label(event, "time"),
