@@ -8,6 +8,7 @@ on each side ("user sessions" / "audit logs") is another object: a scope, no cla
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Callable
 
@@ -16,6 +17,7 @@ from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from ..text.statements.subject import different_scope
 
+_NAME = re.compile(r"\b[A-Z][\w'-]*")  # the complement is read from its preposition on: its first word starts no sentence
 COMPLEMENT_SIMILARITY = 0.8  # cosine above which two complements name one place ("garage" / "the garage bay")
 
 
@@ -28,10 +30,16 @@ def frames_clash(a: Statement, b: Statement, matcher: Matcher) -> bool:
     if not matcher.same_subject(a, b) or different_scope(a.subject, b.subject) is not None:
         return False
     ca, cb = set(a.value.split()), set(b.value.split())
-    if ca & cb:
+    if ca & cb and not _named_apart(a.display, b.display):
         return False
     cosine = matcher.phrase_cosine(a.value, b.value)
     return cosine is None or cosine < COMPLEMENT_SIMILARITY
+
+
+def _named_apart(a: str, b: str) -> bool:
+    """Two places of one kind, each with a name of its own: "the Frankfurt bucket" / "the Dublin bucket"."""
+    na, nb = set(_NAME.findall(a)), set(_NAME.findall(b))
+    return bool(na - nb) and bool(nb - na)
 
 
 def frame_pairs(frames: list, matcher: Matcher, skip: Callable[[object, object], bool]) -> list[tuple[object, object]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..slots import SPELLED_NUMBER, spelled_number
 from ..units import PHRASES
 from ..units import UNITS as TABLE
+from ..words import FUNCTION_WORDS
 from .attributes import attributes
 from .lexicon import MONTH, MONTHS, NUMBER_WORDS, WEEKDAY
 
@@ -55,7 +56,7 @@ _NAME = re.compile(r"(?<![\w'’.-])(?:Dr\.\s+|Mr\.\s+|Ms\.\s+|Mrs\.\s+)?[A-Z][\
                    r"(?:\s+\d+(?:\.\d+)*)?")
 _NOT_NAMES = {"i", "i'm", "i'd", "i'll", "i've", "ok", "okay"} | set(MONTHS) | {
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
-_NAME_STOP = re.compile(r"\s*(?:$|[,.;:!?)]|\b(?:for|in|at|on|to|by|from|with|and|or|but|not|instead|rather|please|as|"
+_NAME_STOP = re.compile(r"\s*(?:$|[,.;:!?)—–]|\b(?:for|in|at|on|to|by|from|with|and|or|but|not|instead|rather|please|as|"
                         r"now|then|too|again|after|before|because|since|so|if|of|is|are|was|will|should)\b)")
 
 
@@ -72,6 +73,10 @@ def number(raw: str) -> float | None:
         return float(scaled.group(1)) * _SCALE.get(scaled.group(2) or "", 1.0)
     except ValueError:
         return None
+
+
+# "Kenji is the hiring manager": a sentence's first word is a name when the role it holds follows
+_NAMED_FIRST = re.compile(r"\W*[A-Z][a-z]+\s+(?:is|was)\s+(?:the|our|my)\s+(?![a-z]+est\b)[a-z]")
 
 
 def typed_values(text: str) -> list[Typed]:
@@ -221,7 +226,9 @@ def _names(text: str) -> list[Typed]:
     leaving saturday"), whatever verb follows."""
     out = []
     first = re.match(r"\W*[\w'’.-]+", text)
-    for m in _NAME.finditer(text, first.end() if first else 0):  # every sentence starts with a capital
+    named_first = _NAMED_FIRST.match(text) and first.group(0).strip(" \"'(").lower() not in FUNCTION_WORDS
+    start = first.end() if first and not named_first else 0
+    for m in _NAME.finditer(text, start):  # every sentence starts with a capital, unless a role follows
         literal = m.group(0).rstrip(".")
         directed = _DIRECTED.search(text[max(0, m.start() - 24):m.start()])
         if directed and not _NAME_STOP.match(text, m.start() + len(literal)):
