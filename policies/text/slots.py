@@ -22,7 +22,7 @@ _NUMBER_WORDS = {w: n for n, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen".split())}
 _NUMBER_WORDS.update({w: 10 * (n + 2) for n, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())})
-_SCALES = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+SCALES = {"hundred": 100, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _UNITS_WORD = "one|two|three|four|five|six|seven|eight|nine"
 _SMALL = (r"(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[\s-](?:" + _UNITS_WORD + r"))?|"
           r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|" + _UNITS_WORD + r"|zero)")
@@ -140,7 +140,7 @@ def _quantity(text: str, start: int, end: int, amount: float, currency: str | No
         re.match(r"(k|mn|m|bn|b)\b", rest, re.I) if currency or re.match(r"[kK]\b", rest) else None)
     if scale:
         word = scale.group(1).lower()
-        scaled = _SCALES.get(word, {"k": 1e3, "m": 1e6, "mn": 1e6, "b": 1e9, "bn": 1e9}.get(word, 1))
+        scaled = SCALES.get(word, {"k": 1e3, "m": 1e6, "mn": 1e6, "b": 1e9, "bn": 1e9}.get(word, 1))
         amount, step = amount * scaled, step * scaled
         end += scale.end()
         rest = text[end:]
@@ -157,7 +157,7 @@ def _quantity(text: str, start: int, end: int, amount: float, currency: str | No
 
 
 # a whole run of ASCII letters that is a number word, in any case (re.A: no Unicode case folding)
-_ANY_NUMBER_WORD = re.compile(rf"(?<![A-Za-z])(?:{'|'.join([*_NUMBER_WORDS, *_SCALES])})(?![A-Za-z])", re.I | re.A)
+_ANY_NUMBER_WORD = re.compile(rf"(?<![A-Za-z])(?:{'|'.join([*_NUMBER_WORDS, *SCALES])})(?![A-Za-z])", re.I | re.A)
 
 
 def _number_words(text: str) -> list[Slot]:
@@ -170,7 +170,7 @@ def _number_words(text: str) -> list[Slot]:
     i = 0
     while i < len(spans):
         j = i
-        while j < len(spans) and (spans[j][2] in _NUMBER_WORDS or spans[j][2] in _SCALES or (j > i and spans[j][2] == "and")):
+        while j < len(spans) and (spans[j][2] in _NUMBER_WORDS or spans[j][2] in SCALES or (j > i and spans[j][2] == "and")):
             j += 1
         while j > i and spans[j - 1][2] == "and":
             j -= 1
@@ -194,9 +194,9 @@ def spelled_number(phrase: str) -> float | None:
     for word in re.findall(r"[a-z]+", phrase.lower()):
         if word in _NUMBER_WORDS:
             current += _NUMBER_WORDS[word]
-        elif word in _SCALES:
-            current = max(current, 1) * _SCALES[word]
-            if _SCALES[word] >= 1000:
+        elif word in SCALES:
+            current = max(current, 1) * SCALES[word]
+            if SCALES[word] >= 1000:
                 total, current = total + current, 0.0
         elif word not in ("and", "a", "an"):
             return None

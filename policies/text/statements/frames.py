@@ -38,12 +38,12 @@ _WORD = re.compile(r"[a-z][\w'-]*")
 _PLACE_TYPES = ("name", "id", "attr")  # typed values that can be part of a place; other types are values
 MAX_OBJECT_WORDS = 4
 REFERENT = "@referent"  # the subject of a frame whose object is "it" or "they": the object of the frame before
-# a pronoun object or subject, with what may follow it before the preposition ("it's going", "they are being shipped")
 # "then send it to Bob", "once it's green, promote it to production": the next step of a workflow
 # moves nothing back; "now put it in the freezer instead" does
 _SEQUENCE = re.compile(r"\W*(?:(?:ok(?:ay)?|and|great|perfect|cool|good)\W+)*(?:then|after that|afterwards|next|finally|now|"
                        r"once\b|when\b[^,]*\b(?:done|finished|ready|green|complete|merged|approved)\b)\b")
 _INSTEAD = re.compile(r"\b(?:instead|actually|rather|not)\b")
+# a pronoun object or subject, with what may follow it before the preposition ("it's going", "they are being shipped")
 _PRONOUN_OBJECT = re.compile(r"\b(?:it|they|them)(?:'s|'re|\s+(?:is|are|will be|should be|gets?|goes))?\b(?P<rest>[^,;]*)$")
 
 

@@ -63,7 +63,7 @@ _ROLE_NP = r"(?:[A-Za-z][\w-]*\s+){0,3}[A-Za-z][\w-]*(?:\s+(?:for|of|on)\s+(?:th
 _ROLE_IS = re.compile(rf"\b(?P<whose>{POSSESSIVES}|[Tt]he)\s+(?P<np>{_ROLE_NP})\s+(?:is|was|will be)\s+$")
 # "Kenji is the hiring manager", "with Sofia since she's the hiring manager": a name, then the role it holds
 _IS_ROLE = re.compile(
-    rf"\s*(?:(?:,|since|because|as|—|–)\s*(?:she|he|they)|)(?:'s|’s|\s+is|\s+are|\s+was)\s+(?P<whose>{POSSESSIVES}|the)\s+(?P<np>{_ROLE_NP})\s*(?:[,.;!?—–]|$)")
+    rf"\s*(?:(?:,|since|because|as|—|–)\s*(?:she|he|they)|)(?:'s|’s|\s+is|\s+are|\s+was)\s+(?P<whose>{POSSESSIVES}|the)\s+(?P<np>{_ROLE_NP}){_CLAUSE_END.pattern}")
 
 
 def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
@@ -77,11 +77,11 @@ def _role_beside(s: Sentence, start: int, end: int) -> tuple[str, ...] | None:
         m = m or pattern.search(s.text, 0, start)  # each ends with "$": it ends where the name starts
     m = m or _IS_ROLE.match(s.text, end)  # "Kenji is the hiring manager": only where no role comes before
     if not m or (m.re is _ROLE_APPOSED and (FUNCTION_WORDS & set(m.group("np").lower().split()) or _AS_ROLE.match(s.text, end))):
-        return None
+        return None  # "my office in Seattle", "list my brother Robert as the executor": the role is elsewhere
     if m.re is _IS_ROLE and re.search(r"est\b|^one\b", m.group("np").split()[0]):
         return None  # "Tom is the best": a judgement, not a role
     if m.re is _ROLE_IS and m.group("whose").lower() == "the" and not _CLAUSE_END.match(s.text, end):
-        return None  # "the plumber is Dave from Hanley's": the clause says more than the role  # "my office in Seattle", "list my brother Robert as the executor": the role is elsewhere
+        return None  # "the plumber is Dave from Hanley's": the clause says more than the role
     role = tuple(lemma(w) for w in m.group("np").split() if w.lower() not in _NOT_ROLE and w.lower() not in FUNCTION_WORDS)
     if not role:
         return None  # "her name is Harriet": a name, no role

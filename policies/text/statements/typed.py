@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..slots import SPELLED_NUMBER, spelled_number
+from ..slots import SCALES, SPELLED_NUMBER, spelled_number
 from ..units import PHRASES
 from ..units import UNITS as TABLE
 from ..words import FUNCTION_WORDS
@@ -28,9 +28,10 @@ class Typed:
 
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_SCALE = {"k": 1e3, "hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9}
+_SCALE = {**SCALES, "k": 1e3}
+_THOUSANDS = r"(?<!\b401)k(?![\w])"  # "50k"; a 401k is a pension plan
 # an amount in digits, scaled ("50k", "2.5 million"), or in words ("two thousand", "a dozen")
-_AMOUNT = rf"(?:{_NUM}(?:(?<!\b401)k(?![\w])|\s+(?:hundred|thousand|million|billion)\b)?|{SPELLED_NUMBER}|a dozen)"
+_AMOUNT = rf"(?:{_NUM}(?:{_THOUSANDS}|\s+(?:hundred|thousand|million|billion)\b)?|{SPELLED_NUMBER}|a dozen)"
 _MONEY = re.compile(
     rf"(?P<c1>[$€£¥])\s?(?P<n1>{_NUM})\s?(?P<k1>k\b)?|"
     rf"\b(?P<n2>{_NUM})\s?(?P<k2>k\b)?\s?(?P<c2>dollars?|bucks|euros?|pounds|usd|eur|gbp|quid)\b", re.I)
@@ -190,7 +191,7 @@ def _times(text: str) -> list[Typed]:
     return out
 
 
-_BARE = re.compile(rf"(?<![\w$€£¥.,-])(?P<n>{_NUM}(?:(?<!\b401)k(?![\w])|\s+(?:thousand|million|billion)\b)?)(?![\w%-]|[.,]\d)")
+_BARE = re.compile(rf"(?<![\w$€£¥.,-])(?P<n>{_NUM}(?:{_THOUSANDS}|\s+(?:thousand|million|billion)\b)?)(?![\w%-]|[.,]\d)")
 
 
 _BARE_WORD = re.compile(rf"\b(?P<n>{'|'.join(w for w in sorted(NUMBER_WORDS, key=len, reverse=True) if w != 'one')})\b(?!-)", re.I)
