@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 from ..cache import stable_hash
 from ..messages import Message, content_text
-from ..text.statements.compare import compatible, conflicts, duplicates, family, value_type
+from ..text.statements.compare import compatible, conflicts, duplicates, family, takes_bare_numbers, value_type
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
 from .frames import frame_pairs
@@ -188,8 +188,8 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agen
     clashes: list[Clash] = []
     for items in by_slot.values():
         clashes += slot_clashes(items, matcher, agent)
-    bare = [loc for loc in ordered if loc.st.slot == "v.num"]  # an amount may be said without its currency: "… should be 650"
-    for key in [k for k in by_slot if k.startswith("v.money:")]:
+    bare = [loc for loc in ordered if loc.st.slot == "v.num"]  # "… should be 650" (an amount), "zip is 94117" (a reference)
+    for key in [k for k in by_slot if takes_bare_numbers(k)]:
         clashes += slot_clashes(sorted(by_slot[key] + bare, key=lambda l: l.order), matcher, agent, across=True)
     clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes}, agent)
     if frames:

@@ -74,7 +74,8 @@ def _contained(a: Statement, b: Statement, matcher: Matcher | None = None) -> bo
     obj = object_words(a)
     if not obj or not obj <= content_words(b):
         return False
-    return _specific(a) or len(obj) >= 2
+    # a correction that says what it takes back names it in one word: "the allergy is to sulfa, not penicillin"
+    return _specific(a) or len(obj) >= 2 or (a.correction and a.negated)
 
 
 KIN_SIMILARITY = 0.35  # cosine (wordllama) above which a refused noun and a word or phrase said later name one kind of thing

@@ -14,9 +14,10 @@ A new memory whose every statement repeats a live memory's is a duplicate: it me
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
-from ..text.statements.compare import conflicts, duplicates, value_type
+from ..text.statements.compare import RELATIVE_DATE, conflicts, duplicates, value_type
 from ..text.statements.extract import extract
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
@@ -29,17 +30,25 @@ class Comparison:
     duplicate_of: Memory | None = None  # a live memory saying the same thing
 
 
-def compare(statements: tuple[Statement, ...], live: list[Memory], matcher: Matcher | None = None) -> Comparison:
+def compare(statements: tuple[Statement, ...], live: list[Memory], matcher: Matcher | None = None,
+            now: float | None = None) -> Comparison:
     """How the new memory's `statements` stand against the `live` memories (oldest first)."""
     matcher = matcher or Matcher()
+    today = _day(time.time() if now is None else now)
     families = {value_type(st.slot) for st in statements}
     result = Comparison()
     for memory in live:
         if not families & {value_type(slot) for slot in memory.slots}:
             continue  # no slot in common: nothing to compare (and nothing to re-read)
         older = extract(memory.text)
+        if _day(memory.created_at) != today:  # "tomorrow" said yesterday is today: a day counted from then is not comparable
+            older = [a for a in older if not a.value.startswith(RELATIVE_DATE)]
         if any(conflicts(a, b, matcher) for a in older for b in statements):
             result.contradicted.append(memory)
         elif result.duplicate_of is None and all(any(duplicates(a, b, matcher) for a in older) for b in statements):
             result.duplicate_of = memory
     return result
+
+
+def _day(ts: float) -> int:
+    return int(ts // 86400)

@@ -12,6 +12,7 @@ from .lexicon import places_compatible
 from .match import Matcher
 from .model import Statement
 from .subject import words
+from .typed import RELATIVE_DATE
 from .values import count_noun
 
 _COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
@@ -20,6 +21,8 @@ _COMPATIBLE_DIETS = {frozenset({"vegan", "vegetarian"})}
 def _date_parts(value: str) -> tuple[str, int | None, int | None, str]:
     if value.startswith("wd:"):
         return ("weekday", None, None, value)
+    if value.startswith(RELATIVE_DATE):
+        return ("offset", None, None, value)
     month = re.fullmatch(r"m(\d+)", value)
     if month:
         return ("month", int(month.group(1)), None, value)
@@ -41,6 +44,8 @@ def _dates_compatible(a: str, b: str) -> bool:
         return False  # 12 April 1988 / 12 April 1989
     if {ka, kb} == {"month", "day"} or ka == kb == "month":
         return ma is None or mb is None or ma == mb  # "mid-May" is no day of April
+    if "offset" in (ka, kb) and {ka, kb} <= {"offset", "weekday"}:
+        return _offsets_compatible(ra, rb)
     if ka != kb:
         return True  # "Friday" and "March 3" cannot be compared without a calendar
     if ka == "weekday":
@@ -49,6 +54,25 @@ def _dates_compatible(a: str, b: str) -> bool:
     if ma is not None and mb is not None:
         return (ma, da) == (mb, db)
     return da == db
+
+
+# how many days from today a weekday can be: "this Friday" within the week, "next Friday" up to two weeks on
+_WEEKDAY_DAYS = {"this": (0.0, 6.0), "next": (1.0, 13.0)}
+
+
+def _offsets_compatible(a: str, b: str) -> bool:
+    """Two days counted from today ("in:21"), or one and a weekday: whether they can be one day.
+    A month is counted as 30 days, so "in a month" and "in four weeks" stay one day."""
+    spans = []
+    for value in (a, b):
+        if value.startswith(RELATIVE_DATE):
+            days = float(value[len(RELATIVE_DATE):])
+            slack = 3.0 if days >= 28 else 0.0
+            spans.append((days - slack, days + slack))
+        else:
+            spans.append(_WEEKDAY_DAYS[value.split(":")[1]])
+    (lo_a, hi_a), (lo_b, hi_b) = spans
+    return lo_a <= hi_b and lo_b <= hi_a
 
 
 _VERSIONED = re.compile(r".*\s\d+(?:\.\d+)*")
@@ -151,7 +175,7 @@ def same_kind(a: str, b: str) -> bool:
 def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
     """One slot, one subject, one scope; a value typed on its own ("v.date") needs a matching subject,
     and compares with any slot that holds its kind of value (value_type)."""
-    if _bare_amount(a, b):
+    if bare_number_of(a, b):
         return matcher.same_scope(a, b)  # "my grocery budget is $400" … "groceries should be 650 a month"
     if a.slot != b.slot and not (a.slot.startswith("v.") or b.slot.startswith("v.")) or not same_kind(a.slot, b.slot):
         return False
@@ -160,12 +184,20 @@ def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
     return matcher.same_scope(a, b)
 
 
-def _bare_amount(a: Statement, b: Statement) -> bool:
-    """A bare number said of what an amount of money was said of, in the same words: the number is
-    that amount with its currency left out. Only on shared words: a number's subject is too thin
-    for meaning alone to tie it to money."""
-    types = {value_type(a.slot).split(":", 1)[0], value_type(b.slot).split(":", 1)[0]}
-    return types == {"v.money", "v.number"} and "v.num" in (a.slot, b.slot) and bool(words(a.subject) & words(b.subject))
+def takes_bare_numbers(value_type_: str) -> bool:
+    """Value types a number said on its own may be: an amount with its currency left out ("… should
+    be 650"), a reference number with its kind said shorter ("my zip code is 94110" … "zip is 94117")."""
+    return value_type_.startswith(("v.money:", "ref."))
+
+
+def bare_number_of(a: Statement, b: Statement) -> bool:
+    """A bare number said of what an amount of money or a reference number was said of, in the same
+    words: the number is that value with its currency or kind left out. Only on shared words: a
+    number's subject is too thin for meaning alone to tie it to the other."""
+    if "v.num" not in (a.slot, b.slot) or a.slot == b.slot:
+        return False
+    other = b if a.slot == "v.num" else a
+    return takes_bare_numbers(value_type(other.slot)) and bool(words(a.subject) & words(b.subject))
 
 
 def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:

@@ -105,7 +105,8 @@ _CHANGE = re.compile(
 _CORRECTION = re.compile(
     r"\b(?:correction|to correct|correct(?:ing)? (?:that|myself|this)|i meant|i mean|sorry|oops|typo|my (?:mistake|bad)|"
     r"mis(?:read|typed|spoke|remembered)|(?:got|had) it wrong|let me (?:fix|correct|rephrase)|scratch that|no wait|"
-    r"wait,|actually,? make (?:it|that)|(?:should|would) have said|i said \S+ but)\b"
+    r"wait,|actually,? make (?:it|that)|(?:should|would) have said|i said \S+ but|"
+    r"(?:scratch|forget|ignore|disregard) what i (?:said|wrote|told you|mentioned))\b"
 )
 _REPLACE = re.compile(
     r"\b(?:instead|rather than|in place of|(?:switch|change|move)(?:e?[ds])?\s+(?:\w+\s+){0,2}?to|make (?:it|that|them)|"
@@ -122,7 +123,7 @@ _NEGATOR = re.compile(
     r"\b(?:not|no|never|nor|without|instead of|rather than|no longer|forget|avoid|skip|hate|dislike|scratch|"
     r"nothing|none|disable|(?:stop|quit|cease)\s+\w+ing)\b|n't\b|\bdont\b|\bcant\b"
 )
-_NOT_A_NEGATION = re.compile(r"\bno\b(?=[\s,!.-]*(?:i|i'm|im|we|we're|it|it's|that|actually|wait|sorry|thanks|thank|make|let's)\b)|\bno (?:more|less|later|earlier|fewer|longer|shorter|bigger|larger|smaller|higher|lower|greater) than\b|\bnot (?:more|less|later|earlier|over|above|exceed\w*)\b|\b(?:not|n't)\s+(?:sure|certain|only|just|too|very|much|bad|a problem|an issue|mind)\b|\bno\s+(?:problem|worries)\b|\bnot\s+\w+\s+but\b")
+_NOT_A_NEGATION = re.compile(r"\bno\b(?=[\s,!.-]*(?:i|i'm|im|we|we're|it|it's|that|actually|wait|sorry|thanks|thank|make|let's)\b)|\bno (?:more|less|later|earlier|fewer|longer|shorter|bigger|larger|smaller|higher|lower|greater) than\b|\bnot (?:more|less|later|earlier|over|above|exceed\w*)\b|\b(?:not|n't)\s+(?:sure|certain|only|just|too|very|much|bad|a problem|an issue|mind)\b|\bno\s+(?:problem|worries)\b|\bnot\s+\w+\s+but\b|(?:\bnot|n't)\s+(?:[a-z]+\s+){0,2}?(?:until|till)\b")  # "isn't until June": June, later than thought
 _POST_NEGATION = re.compile(
     r"^[^,;]{0,30}?\b(?:(?:is|are)\s+)?(?:not|n't|no longer)\s+(?:\w+\s+)?(?:needed|necessary|an option|options|required|"
     r"ok|okay|fine|wanted|important|possible|a priority|what i want|for me)\b|^[^,;]{0,30}?\b(?:anymore|any more|is out|are out)\b"

@@ -9,7 +9,7 @@ Nothing here knows a domain: units and number formats are the vocabulary, not se
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..slots import SCALES, SPELLED_NUMBER, spelled_number
 from ..units import PHRASES
@@ -82,12 +82,28 @@ _NAMED_FIRST = re.compile(r"\W*[A-Z][a-z]+\s+(?:is|was)\s+(?:the|our|my)\s+(?![a
 
 def typed_values(text: str) -> list[Typed]:
     """Every typed value in `text`, longest first where two overlap (a date is not also a count)."""
-    found = _money(text) + _quantities(text) + _dates(text) + _months(text) + _years(text) + _times(text) + _attributes(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
+    found = _money(text) + _offsets(text) + _quantities(text) + _dates(text) + _months(text) + _years(text) + _times(text) + _attributes(text) + _names(text) + _counts(text) + _idents(text) + _numbers(text)
     out: list[Typed] = []
     for t in found:  # earlier kinds win an overlap
         if not any(t.start < o.end and o.start < t.end for o in out):
             out.append(t)
-    return sorted(out, key=lambda t: t.start)
+    out.sort(key=lambda t: t.start)
+    rated: list[Typed] = []
+    for t in out:  # "$1,850 a month" is one value: the rate's denominator is not a duration of its own
+        if rated and _per(text, rated[-1], t):
+            rated[-1] = replace(rated[-1], end=t.end)
+        else:
+            rated.append(t)
+    return rated
+
+
+_PER = re.compile(r"an?\s", re.I)
+
+
+def _per(text: str, before: Typed, t: Typed) -> bool:
+    """Whether `t` is what the value before it is counted per ("$1,850 a month", "5 km a day",
+    "3 times a week")."""
+    return t.type.startswith("qty:") and not text[before.end:t.start].strip() and bool(_PER.match(text, t.start))
 
 
 def _attributes(text: str) -> list[Typed]:
@@ -135,6 +151,38 @@ def _counts(text: str) -> list[Typed]:
         if n is not None and not _titled(m):
             noun = m.group("noun").lower()
             out.append(Typed(f"count:{noun[:-1]}", f"{n:g}", m.start(), m.end()))
+    return out
+
+
+# a day counted from today: "tomorrow", "in two weeks", "three weeks from now", "10 days out"
+# ("today" is left out: it says "nowadays" as often as it dates anything)
+_OFFSET = re.compile(
+    rf"\b(?:(?P<tomorrow>(?:the\s+)?day\s+after\s+tomorrow|tomorrow)\b|"
+    rf"in\s+(?P<n1>an?|{SPELLED_NUMBER}|\d+)\s+(?P<u1>days?|weeks?|months?)\b(?!\s+(?:from|of|after|before|later|ago))|"
+    rf"(?P<n2>an?|{SPELLED_NUMBER}|\d+)\s+(?P<u2>days?|weeks?|months?)\s+(?:from\s+(?:now|today)|out)\b)", re.I)
+_OFFSET_DAYS = {"day": 1, "week": 7, "month": 30}
+_TITLE_NEXT = re.compile(r"\s+(?!I\b)[A-Z]")
+_TOOK = re.compile(r"(?:\w+ed|done|made|took|\d\s*[a-z]+|\d)\s+$", re.I)
+RELATIVE_DATE = "in:"  # how a day counted from the day it was said is written ("in:14": in two weeks)
+
+
+def _offsets(text: str) -> list[Typed]:
+    """A day counted from today, as "in:<days>": comparable with another such day and with a
+    weekday ("next Friday" is 1 to 13 days away), not with a calendar date."""
+    out = []
+    for m in _OFFSET.finditer(text):
+        if m.group("tomorrow"):
+            if any(ch.isupper() for ch in m.group(0)[1:]) or (text[m.start()].isupper() and (m.start() or _TITLE_NEXT.match(text, m.end()))):
+                continue  # "The Day After Tomorrow", "Tomorrow Never Dies": a title's words
+            days = 1.0 if m.group("tomorrow").lower() == "tomorrow" else 2.0
+        else:
+            if m.group("n1") and _TOOK.search(text, 0, m.start()):
+                continue  # "climbed in 2 days", "350 miles in six days": how long it took, not when
+            n = number(m.group("n1") or m.group("n2"))
+            if n is None:
+                continue
+            days = n * _OFFSET_DAYS[(m.group("u1") or m.group("u2")).lower().rstrip("s")]
+        out.append(Typed("date", f"{RELATIVE_DATE}{days:g}", m.start(), m.end()))
     return out
 
 
