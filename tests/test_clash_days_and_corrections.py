@@ -128,3 +128,23 @@ def test_a_day_counted_from_today_is_compared_only_with_one_said_the_same_day():
     same_day.slots = day_before.slots = tuple(st.slot for st in extract(same_day.text))
     assert compare(new, [same_day], now=now).contradicted == [same_day]
     assert compare(new, [day_before], now=now).contradicted == []  # "tomorrow" said yesterday is today: not comparable
+
+
+# ----------------------------------------------------------------------------- refusals and attributes of "it"
+
+
+def test_zero_refuses_what_it_counts():
+    assert [st.refused for st in extract("We carry zero inventory.") if st.negated] == [("inventory",)]
+    assert not [st for st in extract("Set the offset to zero.") if st.negated]
+    assert contradictions("Honestly there's zero budget for ads.", "Plan the launch.", "Put the $2,000 ads budget in the plan.")
+
+
+def test_a_negated_any_word_refuses_what_it_is_near_or_with():
+    assert [st.refused for st in extract("I won't eat anything with mushrooms in it.") if st.negated] == [("mushroom",)]
+    assert contradictions("Please don't seat us anywhere near the kitchen.", "Seat us right by the kitchen door.")
+
+
+def test_an_attribute_of_it_is_an_attribute_of_what_was_named():
+    assert contradictions("Keep the tone of the newsletter formal.", "Thanks.", "Could you redo it so that it reads really casual and chatty?")
+    assert contradictions("The newsletter tone should be formal.", "ok", "can you change it so it is casual and fun?")
+    assert not contradictions("Keep the tone of the newsletter formal.", "The tweet should sound casual.")  # another thing named

@@ -17,13 +17,13 @@ from typing import Iterator
 
 from .build import stated, stmt
 from .model import _NOT_A_NEGATION, Sentence, Statement
-from .subject import FUNCTION_WORDS, lemma, subject_of
+from .subject import FUNCTION_WORDS, GAP, lemma, subject_of
 from .typed import POSSESSIVES, typed_values
 
 _NEGATION = re.compile(
-    r"\b(?:not|never|no longer|without|no)\b|n't\b|\bdont\b|\bwont\b|\bcannot\b|\b(?:stop|quit|cease)\s+\w+ing\b|"
+    r"\b(?:not|never|no longer|without|no)\b|\bzero(?=\s+[a-z])|n't\b|\bdont\b|\bwont\b|\bcannot\b|\b(?:stop|quit|cease)\s+\w+ing\b|"
     r"\b(?:avoid|skip|exclude|omit|scratch)(?:s|ed|ing)?\b|\bdisabl(?:e|ed|ing)\b|\b(?:turn|switch|shut)(?:ed|ing|s)?\s+(?:\w+\s+){0,3}?off\b"
-)  # "no type hints", "stop sending the summary", "caching should be disabled": the clause's action is refused
+)  # "no type hints", "zero debt", "stop sending the summary", "caching should be disabled": the clause's action is refused
 _WHICH = ("name", "id", "attr")  # value types that can name the thing another value is about
 _TYPE_LABELS = {"date": "date", "time": "time", "name": "name", "id": "value"}
 
@@ -50,9 +50,13 @@ def typed_statements(s: Sentence) -> Iterator[Statement]:
             continue  # "the blue team has 9 members": the amount is the value, the colour says which team
         role = _role_beside(s, t.start, t.end) if t.type == "name" else None
         subject = role or subject_of(s, t.start, t.end, others)
+        if t.type.startswith("attr:") and _OF_IT.search(s.lower, c0, c1) and not _NAMED_THING.search(s.lower, c0, c1):
+            subject = (*subject, GAP, t.type[5:])  # "make it sound casual" is about the tone: "keep the tone formal"
         yield stmt(s, f"v.{t.type}", "value", t.value, _label(subject, t.type), t.start, t.end, subject=subject)
 
 
+_OF_IT = re.compile(r"\b(?:it|it's|this|that)\b")  # an attribute of the thing being worked on, named before
+_NAMED_THING = re.compile(r"\b(?:the|my|our|your|his|her|their|a|an)\s+[a-z]")
 _WHOSE = rf"(?P<whose>{POSSESSIVES})"
 _ROLE_AFTER = re.compile(rf"\s*,\s*{_WHOSE}\s+(?P<np>[A-Za-z][\w' -]{{1,40}}?)\s*(?:[,.;!?]|$)")
 _ROLE_BEFORE = re.compile(rf"\b(?P<whose>{POSSESSIVES}|[Tt]he)\s+(?P<np>(?:[a-z][\w'-]*\s+){{0,3}}[A-Za-z][\w'-]*)\s*,\s*$")
@@ -94,7 +98,7 @@ _NOT_ROLE = {"the", "a", "an", "new", "old", "own", "name", "full", "first", "la
 
 _NEGATORS = {"don't", "dont", "do", "doesn't", "won't", "wont", "can't", "cannot", "never", "shouldn't", "mustn't", "isn't",
              "aren't", "without", "no", "not", "any", "stop", "quit", "cease", "enable", "enabled", "disable", "disabled",
-             "turn", "switch", "shut", "off", "avoid", "skip", "exclude", "omit", "scratch"}  # the polarity, not the object
+             "turn", "switch", "shut", "off", "avoid", "skip", "exclude", "omit", "scratch", "zero"}  # the polarity, not the object
 
 
 def clause_statements(s: Sentence) -> Iterator[Statement]:
@@ -119,9 +123,11 @@ def clause_statements(s: Sentence) -> Iterator[Statement]:
 
 
 _DETERMINER_NEGATION = re.compile(
-    r"(?:\b(?:no|any|without)|(?:\bnot|n't|\bnever)\s+[a-z]+\s+(?:(?:for|to|on|in|with|about)\s+)?an?)\s+"
+    r"(?:\b(?:no|any|without|zero)|\bany(?:where|thing|one|body)\s+(?:near|around|close to|with|like|from)(?:\s+the)?|"
+    r"(?:\bnot|n't|\bnever)\s+[a-z]+\s+(?:(?:for|to|on|in|with|about)\s+)?an?)\s+"
     r"(?P<np>[a-z][\w'-]*(?:[\s/]+[a-z][\w'-]*){0,2})"
-)  # "no smart locks", "not requiring a degree": a determiner after a negated verb opens its object
+)  # "no smart locks", "not requiring a degree": a determiner after a negated verb opens its object;
+# "anywhere near bars", "anything with nuts": what a negated "any-" word is near or with
 _COMPLEMENT = re.compile(
     r"\s*(?:for|to)\s+(?:(?:the|my|our|his|her|their|this|that)\s+)?(?P<np>[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)"
 )
