@@ -148,3 +148,8 @@ def test_an_attribute_of_it_is_an_attribute_of_what_was_named():
     assert contradictions("Keep the tone of the newsletter formal.", "Thanks.", "Could you redo it so that it reads really casual and chatty?")
     assert contradictions("The newsletter tone should be formal.", "ok", "can you change it so it is casual and fun?")
     assert not contradictions("Keep the tone of the newsletter formal.", "The tweet should sound casual.")  # another thing named
+
+
+def test_a_reply_style_for_each_of_two_things_is_no_clash():
+    assert not contradictions("Write the cover letter in a formal tone.", "Write the tweet in a casual tone.")
+    assert contradictions("I prefer a formal tone in your answers.", "Use a casual tone from now on.")  # one style, changed

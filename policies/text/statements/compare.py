@@ -179,9 +179,22 @@ def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
         return matcher.same_scope(a, b)  # "my grocery budget is $400" … "groceries should be 650 a month"
     if a.slot != b.slot and not (a.slot.startswith("v.") or b.slot.startswith("v.")) or not same_kind(a.slot, b.slot):
         return False
+    if a.slot == b.slot and a.slot in _CATEGORICAL and _styles_of_two_things(a, b):
+        return False
     if (a.slot.startswith("v.") or b.slot.startswith("v.")) and not matcher.same_subject(a, b):
         return False
     return matcher.same_scope(a, b)
+
+
+# the words a reply-style rule reads around its value: what is left names the thing styled
+_STYLE_WORDS = frozenset("tone style register language sound more answer response reply explanation prefer keep use".split())
+
+
+def _styles_of_two_things(a: Statement, b: Statement) -> bool:
+    """A reply style said for one thing each ("write the cover letter in a formal tone" / "write
+    the tweet in a casual tone"): two things with a style each, not one style changed."""
+    ta, tb = set(words(a.subject)) - _STYLE_WORDS, set(words(b.subject)) - _STYLE_WORDS
+    return bool(ta and tb and not ta & tb)
 
 
 def takes_bare_numbers(value_type_: str) -> bool:
