@@ -172,8 +172,8 @@ def _offsets(text: str) -> list[Typed]:
     out = []
     for m in _OFFSET.finditer(text):
         if m.group("tomorrow"):
-            if any(ch.isupper() for ch in m.group(0)[1:]) or (text[m.start()].isupper() and (m.start() or _TITLE_NEXT.match(text, m.end()))):
-                continue  # "The Day After Tomorrow", "Tomorrow Never Dies": a title's words
+            if _in_title(text, m):
+                continue
             days = 1.0 if m.group("tomorrow").lower() == "tomorrow" else 2.0
         else:
             if m.group("n1") and _TOOK.search(text, 0, m.start()):
@@ -184,6 +184,14 @@ def _offsets(text: str) -> list[Typed]:
             days = n * _OFFSET_DAYS[(m.group("u1") or m.group("u2")).lower().rstrip("s")]
         out.append(Typed("date", f"{RELATIVE_DATE}{days:g}", m.start(), m.end()))
     return out
+
+
+def _in_title(text: str, m: re.Match[str]) -> bool:
+    """ "The Day After Tomorrow", "Tomorrow Never Dies": capitalised inside a sentence or before
+    another capitalised word, the words are a title's ("Tomorrow I fly" is still a day)."""
+    if any(ch.isupper() for ch in m.group(0)[1:]):
+        return True
+    return text[m.start()].isupper() and bool(m.start() or _TITLE_NEXT.match(text, m.end()))
 
 
 def _dates(text: str) -> list[Typed]:
