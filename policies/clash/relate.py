@@ -30,7 +30,7 @@ from typing import Sequence
 
 from ..text.statements.compare import for_another, same_kind, value_type
 from ..text.statements.lexicon import WHICH_OF_SERIES, diet_allows
-from ..text.statements.match import Matcher
+from ..text.statements.match import Matcher, two_of_a_series
 from ..text.statements.model import Statement
 from ..text.statements.subject import lemma, words, words_of
 
@@ -146,7 +146,7 @@ def replaced(newer: Statement, earlier: Sequence[Statement], matcher: Matcher) -
     if not (newer.replaces or newer.correction) or newer.negated or newer.step or not value_type(newer.slot).startswith("v."):
         return None
     # whose: a request is the user's even when it names someone's place ("send them to my parents' house instead")
-    own = [st for st in earlier if not st.negated and not st.step
+    own = [st for st in earlier if not st.negated and not st.step and not two_of_a_series(st, newer)
            and (("@other" in st.subject) == ("@other" in newer.subject) or newer.request)]
     if newer.slot != "v.act":
         same_type = [st for st in own if st.slot != "v.act" and same_kind(st.slot, newer.slot)]

@@ -6,7 +6,7 @@ import re
 
 from .lexicon import KNOWN_PLACE_RE, NOT_PLACES, canonical_place
 from .model import Kind, Sentence, Statement
-from .subject import subject_of, topic_words
+from .subject import series_of, subject_of, topic_words
 
 
 def stmt(
@@ -45,6 +45,7 @@ def stmt(
         replaces=s.replaces,
         adds=s.adds,
         context=topic_words(s.text),
+        series=series_of(s.lower, (0, 0) if slot == "v.act" else (vstart, vend)),  # a clause is no ordinal value
     )
 
 

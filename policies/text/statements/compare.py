@@ -9,7 +9,7 @@ import re
 
 from .bounds import limited, limits_compatible, same_direction, times_compatible
 from .lexicon import places_compatible
-from .match import Matcher
+from .match import Matcher, two_of_a_series
 from .model import Statement
 from .subject import words
 from .typed import RELATIVE_DATE
@@ -180,6 +180,8 @@ def about_the_same(a: Statement, b: Statement, matcher: Matcher) -> bool:
     if a.slot != b.slot and not (a.slot.startswith("v.") or b.slot.startswith("v.")) or not same_kind(a.slot, b.slot):
         return False
     if a.slot == b.slot and a.slot in _CATEGORICAL and _styles_of_two_things(a, b):
+        return False
+    if two_of_a_series(a, b):
         return False
     if (a.slot.startswith("v.") or b.slot.startswith("v.")) and not matcher.same_subject(a, b):
         return False

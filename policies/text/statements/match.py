@@ -54,6 +54,8 @@ class Matcher:
             self._vectors.update(zip(missing, np.asarray(self.embedder.embed(missing), dtype=np.float32)))
 
     def same_subject(self, a: Statement, b: Statement) -> bool:
+        if two_of_a_series(a, b):
+            return False
         wa, wb = words(a.subject), words(b.subject)
         if wa & wb:
             return True
@@ -74,6 +76,12 @@ class Matcher:
             return False  # names and codes ("Paris", "Q3") name different things
         cosine = self.phrase_cosine(" ".join(sorted(qa)), " ".join(sorted(qb)))
         return cosine is not None and cosine >= QUALIFIER_SIMILARITY
+
+
+def two_of_a_series(a: Statement, b: Statement) -> bool:
+    """Each sentence names which one of a series it is about, and they name different ones:
+    "first drill: 20 min" … "for the second half, 15 min"."""
+    return bool(a.series and b.series and not a.series & b.series)
 
 
 def _measured(slot: str) -> bool:

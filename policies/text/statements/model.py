@@ -49,6 +49,7 @@ class Statement:
     refused_for: tuple[str, ...] = ()  # what the refused thing is for, said after it ("no tip for the taxi"): which one
     context: frozenset[str] = frozenset()  # the sentence's topic words (subject.topic_words): what else it is about
     given: bool = False  # read from what a question takes as given ("the warfarin I take"), not said outright
+    series: frozenset[str] = frozenset()  # which ones of a series the sentence names ("the second half"): subject.series_of
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -117,6 +118,14 @@ _ADDITIVE = re.compile(r"\b(?:too|also|as well|in addition|additionally|another|
 _NEW_STEP = re.compile(
     r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next(?!\s+to\b)|another|try|widen|narrow|broaden|the same(?:\s+\w+){0,2}\s+(?:for|with|on)|too|"
     r"as well)\b|\bthen\W*$|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
+)
+# a value turned up or down from the one in effect ("bump it to 21", "drop concurrency to 2", "take
+# it up to 8", "cut the batch size by half"): the old value held until now, it was no mistake
+_ADJUST = re.compile(
+    r"\b(?:(?:bump|drop|raise|lower|increase|decrease|reduce|cut|ramp|crank|dial|scale|double|halve|extend|"
+    r"shorten|lengthen|tighten|loosen|boost)\b(?:\s+(?!to\b|by\b)[\w'-]+){0,3}?(?:\s+(?:up|down|back))?"
+    r"|(?:take|bring|turn|push|knock|put)(?:\s+(?!to\b|by\b)[\w'-]+){0,2}?\s+(?:up|down|back))"
+    r"\s+(?:to|by)\s+(?:about\s+|around\s+|half\b|[$€£]?\d[\d,.]*(?![\d,.:]|\s*[ap]\.?m\b))"
 )
 _SPEAKER_FIRST = re.compile(r"(?:i|we|my|our)\b")  # "I want a budget hotel again" states, it runs nothing
 _NEGATOR = re.compile(
@@ -306,7 +315,7 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
         third_party_from=_third_party(lower),
         changes=bool(_CHANGE.search(lower)),
         correction=bool(_CORRECTION.search(lower)),
-        new_step=bool(_NEW_STEP.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
+        new_step=bool(_NEW_STEP.search(lower) or _ADJUST.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
         replaces=bool(_REPLACE.search(lower)) and not _ADDITIVE.search(lower),
         adds=bool(_ADDITIVE.search(lower)),
         boundaries=_without_asides(sorted([m.span() for m in _CLAUSE.finditer(lower)] + _preposed(lower, question)), lower),
