@@ -92,3 +92,17 @@ def test_one_of_a_series_said_twice_with_two_values_clashes():
 def test_an_ordinal_that_is_the_value_itself_still_clashes():
     """"the 2nd floor" … "the 4th floor": the ordinal is what is compared, not which one is meant."""
     assert series_of("deliver it to the 2nd floor", (18, 21)) == frozenset()
+
+
+# ----------------------------------------------------------------------------- in person or online
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("For the Spanish course I want in-person classes.", "Actually, put me in the online class for the Spanish course."),
+        ("I want my piano lessons in person.", "Book my piano lessons as an online lesson from now on."),
+    ],
+)
+def test_an_online_class_or_lesson_is_the_other_meeting_mode(first, then):
+    assert contradictions(first, then)

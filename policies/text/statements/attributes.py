@@ -62,7 +62,8 @@ DIMENSIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "meeting mode": {
         "in person": ("in person", "on site", "onsite", "face to face"),
         "remote": ("remote", "remotely", "virtual", "virtually", "video call", "video visit", "video appointment",
-                   "video consultation", "telehealth", "online appointment", "online session", "online meeting"),
+                   "video consultation", "telehealth", "online appointment", "online session", "online meeting",
+                   "online class", "online course", "online lesson", "fully online"),
     },
     "colour": {c: (c,) for c in ("black", "white", "red", "blue", "navy", "green", "yellow", "orange", "purple", "pink",
                                  "brown", "beige", "silver", "gold", "teal", "maroon")} | {"grey": ("grey", "gray")},
