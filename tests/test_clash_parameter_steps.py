@@ -106,3 +106,16 @@ def test_an_ordinal_that_is_the_value_itself_still_clashes():
 )
 def test_an_online_class_or_lesson_is_the_other_meeting_mode(first, then):
     assert contradictions(first, then)
+
+
+# ----------------------------------------------------------------------------- how much of a listing
+
+
+def test_how_much_of_a_listing_to_take_is_set_anew_for_each_run():
+    assert not contradictions("Fetch the latest 20 commits on main.", "Only merges there, fetch the latest 200.")
+    assert not contradictions("Tail the last 50 lines of the worker log.", "Nothing useful, the last 400 then.")
+
+
+def test_a_window_said_of_the_user_or_corrected_still_clashes():
+    assert contradictions("I've lived in Denver for the past 5 years.", "I've been in Denver the past 7 years.")
+    assert contradictions("Summarise the last 3 emails from Dana.", "Correction: the last 4 emails, I missed one.")

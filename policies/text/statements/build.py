@@ -8,6 +8,9 @@ from .lexicon import KNOWN_PLACE_RE, NOT_PLACES, canonical_place
 from .model import Kind, Sentence, Statement
 from .subject import series_of, subject_of, topic_words
 
+# a count that says how much of a listing to take ("the last 100 lines"): set anew for each run of a query
+_WINDOW = re.compile(r"\b(?:last|first|top|latest|past|next|most recent)\s+$")
+
 
 def stmt(
     s: Sentence,
@@ -45,6 +48,7 @@ def stmt(
         replaces=s.replaces,
         adds=s.adds,
         context=topic_words(s.text),
+        window=not s.first_person and bool(_WINDOW.search(s.lower, max(0, vstart - 14), vstart)),  # "my last 3 jobs": a fact
         series=series_of(s.lower, (0, 0) if slot == "v.act" else (vstart, vend)),  # a clause is no ordinal value
     )
 

@@ -227,6 +227,8 @@ def conflicts(a: Statement, b: Statement, matcher: Matcher = Matcher()) -> bool:
     if a.slot.startswith("v.") and a.request and b.request and not (b.changes or b.correction or b.replaces) \
             and same_direction(a, b):
         return False  # "show me page 1" … "show me page 2": successive steps; a limit ("under 2 stops") holds across them
+    if a.window and b.window and not (b.changes or b.correction):
+        return False  # "pull the last 100 lines" … "grab the last 500": how much of a listing, for each run
     if b.adds and b.slot.startswith("v.") and not (b.changes or b.correction) and a.negated == b.negated:
         return False  # "I also want to visit Florence": one more value of a many-valued slot, not another one
     if a.slot == "v.act":  # one action, said to be done and not done

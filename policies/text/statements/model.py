@@ -49,6 +49,7 @@ class Statement:
     refused_for: tuple[str, ...] = ()  # what the refused thing is for, said after it ("no tip for the taxi"): which one
     context: frozenset[str] = frozenset()  # the sentence's topic words (subject.topic_words): what else it is about
     given: bool = False  # read from what a question takes as given ("the warfarin I take"), not said outright
+    window: bool = False  # the value is how many of a listing to take ("the last 100 lines", "the top 5")
     series: frozenset[str] = frozenset()  # which ones of a series the sentence names ("the second half"): subject.series_of
 
 
