@@ -119,3 +119,20 @@ def test_how_much_of_a_listing_to_take_is_set_anew_for_each_run():
 def test_a_window_said_of_the_user_or_corrected_still_clashes():
     assert contradictions("I've lived in Denver for the past 5 years.", "I've been in Denver the past 7 years.")
     assert contradictions("Summarise the last 3 emails from Dana.", "Correction: the last 4 emails, I missed one.")
+
+
+# ----------------------------------------------------------------------------- "too", requests asked, "at home in"
+
+
+def test_too_before_a_word_intensifies_and_adds_nothing():
+    """"nothing too spicy" is no second run of a step: the age said with it still corrects."""
+    assert contradictions("I'm 34 and want a beginner yoga class.", "To be clear, I'm 43, so nothing too intense.")
+    assert any(st.step for st in extract("Now give me a 200 pixel version too."))  # at the end it adds
+
+
+def test_a_request_asked_as_a_question_is_a_request():
+    assert contradictions("Could you reply in Portuguese please?", "Switch to Italian, please.")
+
+
+def test_at_home_in_a_city_is_where_the_user_is():
+    assert contradictions("I'm at home in Bristol this week, catching up on email.", "Correction, I'm in Cardiff this week.")

@@ -95,7 +95,7 @@ _IMPERATIVE = re.compile(
 )
 _REQUEST_QUESTION = re.compile(
     r"^(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?:book|find|get|reserve|switch|change|make|put|give|"
-    r"move|update|set|search|look)\b|^(?:can|could|may)\s+(?:i|we)\s+(?:please\s+)?(?:get|have|book|switch|change)\b"
+    r"move|update|set|search|look|answer|reply|respond|write|speak|talk|use|keep|send|show|translate)\b|^(?:can|could|may)\s+(?:i|we)\s+(?:please\s+)?(?:get|have|book|switch|change)\b"
     r"|^(?:how|what)\s+about\b.*\binstead\b|^(?:can|could)\b.*\binstead\b"
 )
 _CHANGE = re.compile(
@@ -115,9 +115,11 @@ _REPLACE = re.compile(
     r"scratch (?:that|the|this|those)|change (?:of|in) plans?|plans? (?:have |has )?changed|on (?:second thought|reflection)|thinking about it|changed? (?:my|our) minds?|forget (?:the|about|it)|"
     r"after all|no longer|any ?more)\b"
 )
-_ADDITIVE = re.compile(r"\b(?:too|also|as well|in addition|additionally|another|extra)\b")  # "a gym would be nice too" adds
+# "too" adds at the end of its clause ("a gym would be nice too"); before a word it intensifies ("too pricey")
+_TOO = r"too\b(?=\s*(?:$|[,.;:!?)]|please\b|as well\b|and\b|but\b|so\b|though\b|if\b|then\b))"
+_ADDITIVE = re.compile(rf"\b(?:{_TOO}|also|as well|in addition|additionally|another|extra)\b")
 _NEW_STEP = re.compile(
-    r"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next(?!\s+to\b)|another|try|widen|narrow|broaden|the same(?:\s+\w+){0,2}\s+(?:for|with|on)|too|"
+    rf"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next(?!\s+to\b)|another|try|widen|narrow|broaden|the same(?:\s+\w+){{0,2}}\s+(?:for|with|on)|{_TOO}|"
     r"as well)\b|\bthen\W*$|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
 )
 # a value turned up or down from the one in effect ("bump it to 21", "drop concurrency to 2", "take

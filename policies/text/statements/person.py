@@ -15,7 +15,7 @@ _NOT = r"(?:(?:not|no longer|n't)\s+)?"
 _LOCATIONS = (
     ("location.current", "current location", True, re.compile(
         rf"\b(?:i'm|i am|im|we're|we are)\s+{_NOT}(?:(?:currently|now|still|right now|at the moment|here|presently|already|"
-        rf"actually|staying|located)\s+)*in\s+|\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|now\s+|finally\s+)?(?:arrived|landed)\s+in\s+|"
+        rf"actually|staying|located|at home|at work|back home|back)\s+)*in\s+|\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|now\s+|finally\s+)?(?:arrived|landed)\s+in\s+|"
         rf"\b(?:i'm|i am|we're|we are)\s+(?:writing|messaging|texting)\s+(?:you\s+)?from\s+|^\W*(?:currently|still|now|here)\s+in\s+|"
         rf"\b(?:my\s+)?(?:current\s+)?location(?:\s+is|\s*:)\s*")),
     ("location.home", "home", True, re.compile(
