@@ -136,3 +136,9 @@ def test_a_request_asked_as_a_question_is_a_request():
 
 def test_at_home_in_a_city_is_where_the_user_is():
     assert contradictions("I'm at home in Bristol this week, catching up on email.", "Correction, I'm in Cardiff this week.")
+
+
+def test_then_closes_a_run_only_after_a_request():
+    """"check the 5th then" runs the step again; "pickup at 7 then" settles a value, and it changes."""
+    assert any(st.step for st in extract("Check the 5 pm slot then."))
+    assert contradictions("My pickup time is 6 pm, near the north gate.", "Hmm, the game ends late. Pickup at 7 pm then.")

@@ -120,8 +120,9 @@ _TOO = r"too\b(?=\s*(?:$|[,.;:!?)]|please\b|as well\b|and\b|but\b|so\b|though\b|
 _ADDITIVE = re.compile(rf"\b(?:{_TOO}|also|as well|in addition|additionally|another|extra)\b")
 _NEW_STEP = re.compile(
     rf"\b(?:re-?(?:try|run|do|query|search|scrape|send|check)\w*|this time|next(?!\s+to\b)|another|try|widen|narrow|broaden|the same(?:\s+\w+){{0,2}}\s+(?:for|with|on)|{_TOO}|"
-    r"as well)\b|\bthen\W*$|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
+    r"as well)\b|\b(?:it|them|that|this|with)\b.*\b(?:again|once more|one more time)\b"
 )
+_THEN_AT_END = re.compile(r"\bthen\W*$")  # "check May 4 then": a run; "departure on October 2 then": a decision
 # a value turned up or down from the one in effect ("bump it to 21", "drop concurrency to 2", "take
 # it up to 8", "cut the batch size by half"): the old value held until now, it was no mistake
 _ADJUST = re.compile(
@@ -306,6 +307,7 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
     lower = body.lower().replace("’", "'")
     stripped = _STRIP_LEADING.sub("", lower)
     question = lower.rstrip().endswith("?") and not _REQUEST_QUESTION.match(stripped)
+    imperative = bool(_IMPERATIVE.match(stripped))
     return Sentence(
         text=body,
         lower=lower,
@@ -313,12 +315,13 @@ def _sentence(body: str, start: int, index: int) -> Sentence:
         index=index,
         question=question,
         first_person=bool(_FIRST_PERSON.search(lower)),
-        imperative=bool(_IMPERATIVE.match(stripped)),
+        imperative=imperative,
         elliptical=len(_WORD.findall(lower)) <= ELLIPTICAL_WORDS,
         third_party_from=_third_party(lower),
         changes=bool(_CHANGE.search(lower)),
         correction=bool(_CORRECTION.search(lower)),
-        new_step=bool(_NEW_STEP.search(lower) or _ADJUST.search(lower)) and not question and not _SPEAKER_FIRST.match(stripped),
+        new_step=bool(_NEW_STEP.search(lower) or _ADJUST.search(lower) or (_THEN_AT_END.search(lower) and imperative))
+        and not question and not _SPEAKER_FIRST.match(stripped),
         replaces=bool(_REPLACE.search(lower)) and not _ADDITIVE.search(lower),
         adds=bool(_ADDITIVE.search(lower)),
         boundaries=_without_asides(sorted([m.span() for m in _CLAUSE.finditer(lower)] + _preposed(lower, question)), lower),
