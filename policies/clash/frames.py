@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Callable
 
 from ..text.statements.frames import REFERENT
-from ..text.statements.match import Matcher
+from ..text.statements.match import Matcher, two_of_a_series
 from ..text.statements.model import Statement
 from ..text.statements.subject import different_scope
 
@@ -27,7 +27,7 @@ def frames_clash(a: Statement, b: Statement, matcher: Matcher) -> bool:
         return False
     if ("@other" in a.subject) != ("@other" in b.subject):
         return False
-    if not matcher.same_subject(a, b) or different_scope(a.subject, b.subject) is not None:
+    if two_of_a_series(a, b) or not matcher.same_subject(a, b) or different_scope(a.subject, b.subject) is not None:
         return False
     ca, cb = set(a.value.split()), set(b.value.split())
     if ca & cb and not _named_apart(a.display, b.display):

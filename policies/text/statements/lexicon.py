@@ -178,10 +178,9 @@ MONTHS = {
 MONTH = r"(?:" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAY = r"(?:" + "|".join(WEEKDAYS) + r")"
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 # words that say which one of a series a thing is ("the first night", "on monday", "in june")
-WHICH_OF_SERIES = frozenset(
-    ("first", "second", "third", "fourth", "fifth", "last", "final", *WEEKDAYS, *(m for m in MONTHS if len(m) > 3))
-)
+WHICH_OF_SERIES = frozenset((*ORDINALS[:5], "last", "final", *WEEKDAYS, *(m for m in MONTHS if len(m) > 3)))
 
 
 # what a dish of the meal rule (rules._DISH) is made of, and what each diet leaves out

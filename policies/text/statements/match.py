@@ -54,8 +54,6 @@ class Matcher:
             self._vectors.update(zip(missing, np.asarray(self.embedder.embed(missing), dtype=np.float32)))
 
     def same_subject(self, a: Statement, b: Statement) -> bool:
-        if two_of_a_series(a, b):
-            return False
         wa, wb = words(a.subject), words(b.subject)
         if wa & wb:
             return True

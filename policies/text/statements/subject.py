@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .lexicon import MONTH, WEEKDAY
+from .lexicon import MONTH, ORDINALS, WEEKDAY
 from .model import Sentence
 
 FUNCTION_WORDS = set("""
@@ -90,22 +90,27 @@ def topic_words(text: str) -> frozenset[str]:
 # ("book it first"), a class of travel ("first class") nor a day of a month ("june 1st", "the 3rd")
 _ORDINAL = re.compile(
     r"(?:^\W*|\b(?:the|my|our|your|her|his|their|its|this|that|these|those)\s+|'s\s+)"
-    r"(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|[1-9](?:st|nd|rd|th))\b"
+    rf"({'|'.join(ORDINALS)}|[1-9](?:st|nd|rd|th))\b"
     r"(?!-|\s+(?:of all|and foremost|thoughts?|time|hand|opinion|language|nature|class)\b|\s+of\s+" + MONTH + r")"
 )
 _DAY_OF_MONTH = re.compile(r"\b(?:" + MONTH + "|" + WEEKDAY + r")(?:\s+the)?\s+$")
 _ENDS_PHRASE = re.compile(r"\s*(?:$|[^\w\s-])")  # "on the 3rd.", "the night of the 9th,"
-_ORDINAL_NUMBER = {w: str(i) for i, w in enumerate(
-    "first second third fourth fifth sixth seventh eighth ninth tenth".split(), 1)}
+_ORDINAL_NUMBER = {w: str(i) for i, w in enumerate(ORDINALS, 1)}
 
 
 def series_of(lower: str, value: tuple[int, int] = (0, 0)) -> frozenset[str]:
     """The positions in a series a sentence names ("for the second half" -> {"2"}), less any
     inside the span of the value the statement is about ("the 3rd floor" as the floor said)."""
-    return frozenset(
-        _ORDINAL_NUMBER.get(m.group(1), m.group(1)[:1]) for m in _ORDINAL.finditer(lower)
-        if not (m.start(1) < value[1] and value[0] < m.end(1))
-        and not _DAY_OF_MONTH.search(lower, max(0, m.start(1) - 16), m.start(1))
+    return frozenset(position for position, start, end in _ordinals(lower) if not (start < value[1] and value[0] < end))
+
+
+@lru_cache(maxsize=4096)
+def _ordinals(lower: str) -> tuple[tuple[str, int, int], ...]:
+    """(position, start, end) of each ordinal of a series in a sentence: read once per sentence,
+    however many statements it holds."""
+    return tuple(
+        (_ORDINAL_NUMBER.get(m.group(1), m.group(1)[:1]), m.start(1), m.end(1)) for m in _ORDINAL.finditer(lower)
+        if not _DAY_OF_MONTH.search(lower, max(0, m.start(1) - 16), m.start(1))
         and not (m.group(1)[0].isdigit() and _ENDS_PHRASE.match(lower, m.end(1)))
     )
 
