@@ -141,7 +141,8 @@ def main() -> None:
         if args.split == "all" and len(splits) > 1:
             print_quality("all", evaluate(rows, detector, False))
     if not args.no_latency and args.split == "all":
-        latency()
+        for name in embedders:
+            latency(name)
 
 
 # ----------------------------------------------------------------------------- latency
@@ -199,18 +200,21 @@ def _exchange(messages: list[dict[str, Any]], session: str) -> Exchange:
                     body={"model": "gpt-4o", "messages": messages}, session_id=session)
 
 
-async def _timings(runs: int) -> dict[str, list[float]]:
+async def _timings(runs: int, embedder_name: str) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"cold": [], "warm": []}
+    embedder = build_embedder(embedder_name)  # loaded once, as the server does; its vector cache is emptied per cold run
     for i in range(runs):  # cold: a fresh policy, nothing cached, no session memory
         from ctxwarden.policies.text.statements.extract import extract as cached_extract
 
         cached_extract.cache_clear()
-        policy = _policy()
+        if embedder is not None:
+            embedder._cache.clear()
+        policy = _policy(embedder)
         ex = _exchange(long_conversation(f"Which hotels do you suggest? (turn {i})"), f"cold-{i}")
         t0 = time.perf_counter()
         await policy.on_request(ex)
         out["cold"].append((time.perf_counter() - t0) * 1000)
-    policy = _policy()
+    policy = _policy(embedder)
     await policy.on_request(_exchange(long_conversation("Which hotels do you suggest?"), "warm"))
     for i in range(runs):  # warm: the same session grew by one new user message
         ex = _exchange(long_conversation(f"Which hotels do you suggest? Please include breakfast, turn {i}."), "warm")
@@ -221,16 +225,17 @@ async def _timings(runs: int) -> dict[str, list[float]]:
     return out
 
 
-def latency(runs: int = 300) -> None:
-    timings = asyncio.run(_timings(runs))
+def latency(embedder: str, runs: int = 300) -> None:
+    timings = asyncio.run(_timings(runs, embedder))
     sample = long_conversation("x")
     users = sum(1 for m in sample if m["role"] == "user")
-    print(f"policy latency, 50-message conversation ({users} user messages, tool calls, 2 clashes), {runs} runs each:")
+    print(f"policy latency, 50-message conversation ({users} user messages, tool calls, 2 clashes), "
+          f"subjects matched by {'words only' if embedder == 'none' else embedder}, {runs} runs each:")
     for name, values in timings.items():
         values = sorted(values)
         p95 = values[int(0.95 * (len(values) - 1))]
         print(f"  {name:4}  p50={statistics.median(values):6.2f} ms  p95={p95:6.2f} ms  max={values[-1]:6.2f} ms")
-    print("  (cold: nothing cached, new session; warm: statements cached per message hash, one new user message)")
+    print("  (cold: nothing cached (statements, subject vectors), new session; warm: statements cached per message hash, one new user message)")
 
 
 if __name__ == "__main__":

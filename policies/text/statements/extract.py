@@ -33,7 +33,7 @@ def _read(sentence: Sentence) -> list[Statement]:
     generic = _one_day([st for st in typed_statements(sentence) if not any(st.vstart < b and a < st.vend for a, b in taken)])
     claimed = [as_bound(sentence, st) for st in specific + generic]
     whole = [st for st in clause_statements(sentence)
-             if not any(st.vstart <= other.vstart < st.vend for other in found + generic)]
+             if not any(other.vstart < st.vend and st.vstart < other.vend for other in found + generic)]  # "Monday, | April 7"
     return sorted(claimed + whole, key=lambda st: (st.start, st.vstart))
 
 

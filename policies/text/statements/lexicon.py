@@ -178,6 +178,10 @@ MONTHS = {
 MONTH = r"(?:" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAY = r"(?:" + "|".join(WEEKDAYS) + r")"
+# the weekday a calendar date may open with: "Monday, April 7" and "Friday the 3rd" are one date
+WEEKDAY_OF_DATE = rf"(?:{WEEKDAY},?\s+)?"
+# ... and the date that follows a weekday, so that the weekday is not read as a date of its own
+DATE_AFTER_WEEKDAY = rf",?\s+(?:the\s+)?(?:{MONTH}\s+\d|\d{{1,2}}(?:st|nd|rd|th)\b|\d{{1,2}}\s+(?:of\s+)?{MONTH})"
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 # words that say which one of a series a thing is ("the first night", "on monday", "in june")
 WHICH_OF_SERIES = frozenset((*ORDINALS[:5], "last", "final", *WEEKDAYS, *(m for m in MONTHS if len(m) > 3)))

@@ -29,7 +29,7 @@ min minimum exact actual real entire full anything everything something nothing 
 anywhere everywhere throughout whatsoever ever
 """.split())
 GAP = "|"  # between two subject words that are not next to each other in the text
-_WORD = re.compile(r"[\w'’-]+")
+_WORD = re.compile(r"\w[\w'’-]*")  # a quote before a word is not part of it ("'All 180 respondents …'")
 _OBJECT_NEXT = re.compile(r"\s+(?:the|a|an|my|our|your|this|that|these|those|it|them|me|us|all|every|each)\b")
 
 

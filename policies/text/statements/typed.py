@@ -16,7 +16,7 @@ from ..units import PHRASES
 from ..units import UNITS as TABLE
 from ..words import FUNCTION_WORDS
 from .attributes import attributes
-from .lexicon import MONTH, MONTHS, NUMBER_WORDS, WEEKDAY
+from .lexicon import DATE_AFTER_WEEKDAY, MONTH, MONTHS, NUMBER_WORDS, WEEKDAY, WEEKDAY_OF_DATE
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,10 @@ _UNIT = "|".join(sorted((re.escape(u) for u in [*UNITS, *PHRASES, *_BINARY]), ke
 _QUANTITY = re.compile(rf"\b(?P<n>{_AMOUNT}|an?)(?:\s?-\s?|\s?|\s+(?:full|whole|extra|additional)\s+)(?P<u>{_UNIT})(?![\w])", re.I)
 _COUNT = re.compile(rf"\b(?P<n>{_AMOUNT})\s+(?P<noun>[a-z][a-z-]{{2,}}s)\b")
 _DATE = re.compile(
-    rf"\b(?P<m1>{MONTH})\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y1>\d{{4}})\b)?(?!\s*(?::|am|pm|%|\d))|"
-    rf"\b(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTH})(?![a-z])(?:,?\s+(?P<y2>\d{{4}})\b)?|"
-    rf"\bthe\s+(?P<d3>\d{{1,2}})(?:st|nd|rd|th)\b|\b(?P<y>\d{{4}})-(?P<m4>\d{{2}})-(?P<d4>\d{{2}})\b|"
-    rf"\b(?P<wd>{WEEKDAY})\b", re.I)
+    rf"\b{WEEKDAY_OF_DATE}(?P<m1>{MONTH})\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y1>\d{{4}})\b)?(?!\s*(?::|am|pm|%|\d))|"
+    rf"\b{WEEKDAY_OF_DATE}(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTH})(?![a-z])(?:,?\s+(?P<y2>\d{{4}})\b)?|"
+    rf"\b{WEEKDAY_OF_DATE}the\s+(?P<d3>\d{{1,2}})(?:st|nd|rd|th)\b|\b(?P<y>\d{{4}})-(?P<m4>\d{{2}})-(?P<d4>\d{{2}})\b|"
+    rf"\b(?P<wd>{WEEKDAY})\b(?!{DATE_AFTER_WEEKDAY})", re.I)
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)|\b(\d{1,2}):(\d{2})\b|\b(noon|midday|midnight)\b", re.I)
 _IDENT = re.compile(r"\b(?=[\w.-]*\d)(?=[\w.-]*[a-z])[a-z][\w.-]*[a-z0-9]\b|\b\d+[a-jl-z]\b|\b401k\b|\b\d+\.\d+(?:\.\d+)*\b", re.I)
 _NAME = re.compile(r"(?<![\w'’.-])(?:Dr\.\s+|Mr\.\s+|Ms\.\s+|Mrs\.\s+)?[A-Z][\w'’.-]*(?:\s+(?:d'|de\s+|van\s+|von\s+)?[A-Z][\w'’-]*)*"

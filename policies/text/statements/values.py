@@ -13,7 +13,7 @@ from typing import Iterator
 
 from .bounds import AT_LEAST, AT_MOST
 from .build import name_at, place_at, scoped, stated, stmt
-from .lexicon import MONTH, MONTHS, NUMBER, WEEKDAY, number_value
+from .lexicon import DATE_AFTER_WEEKDAY, MONTH, MONTHS, NUMBER, WEEKDAY, WEEKDAY_OF_DATE, number_value
 from .model import Sentence, Statement
 from .subject import FUNCTION_WORDS
 
@@ -184,11 +184,11 @@ def _changed_event(s: Sentence) -> str:
 
 
 _DATES = re.compile(
-    rf"\b(?P<m1>{MONTH})\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?!\s*(?::|am|pm|%|\d))|"
-    rf"\b(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTH})(?![a-z])|"
-    rf"\bthe\s+(?P<d3>\d{{1,2}})(?:st|nd|rd|th)\b(?!\s*centur)|"
+    rf"\b{WEEKDAY_OF_DATE}(?P<m1>{MONTH})\s+(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\b(?!\s*(?::|am|pm|%|\d))|"
+    rf"\b{WEEKDAY_OF_DATE}(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m2>{MONTH})(?![a-z])|"
+    rf"\b{WEEKDAY_OF_DATE}the\s+(?P<d3>\d{{1,2}})(?:st|nd|rd|th)\b(?!\s*centur)|"
     rf"\b(?P<y>\d{{4}})-(?P<m4>\d{{2}})-(?P<d4>\d{{2}})\b|"
-    rf"\b(?:on|this|next|coming|by|until|till|before|for|is|be|to|from)\s+(?:(?P<q>this|next|coming)\s+)?(?P<wd>{WEEKDAY})\b"
+    rf"\b(?:on|this|next|coming|by|until|till|before|for|is|be|to|from)\s+(?:(?P<q>this|next|coming)\s+)?(?P<wd>{WEEKDAY})\b(?!{DATE_AFTER_WEEKDAY})"
 )
 
 
