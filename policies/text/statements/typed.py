@@ -16,7 +16,7 @@ from ..units import PHRASES
 from ..units import UNITS as TABLE
 from ..words import FUNCTION_WORDS
 from .attributes import attributes
-from .lexicon import DATE_AFTER_WEEKDAY, MONTH, MONTHS, NUMBER_WORDS, WEEKDAY, WEEKDAY_OF_DATE
+from .lexicon import DATE_AFTER_WEEKDAY, MONTH, MONTHS, NUMBER_WORDS, WEEKDAY, WEEKDAY_OF_DATE, WEEKDAYS
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,7 @@ _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)|\b(\d{1,2}
 _IDENT = re.compile(r"\b(?=[\w.-]*\d)(?=[\w.-]*[a-z])[a-z][\w.-]*[a-z0-9]\b|\b\d+[a-jl-z]\b|\b401k\b|\b\d+\.\d+(?:\.\d+)*\b", re.I)
 _NAME = re.compile(r"(?<![\w'’.-])(?:Dr\.\s+|Mr\.\s+|Ms\.\s+|Mrs\.\s+)?[A-Z][\w'’.-]*(?:\s+(?:d'|de\s+|van\s+|von\s+)?[A-Z][\w'’-]*)*"
                    r"(?:\s+\d+(?:\.\d+)*)?")
-_NOT_NAMES = {"i", "i'm", "i'd", "i'll", "i've", "ok", "okay"} | set(MONTHS) | {
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+_NOT_NAMES = {"i", "i'm", "i'd", "i'll", "i've", "ok", "okay"} | set(MONTHS) | set(WEEKDAYS)
 _NAME_STOP = re.compile(r"\s*(?:$|[,.;:!?)—–]|\b(?:for|in|at|on|to|by|from|with|and|or|but|not|instead|rather|please|as|"
                         r"now|then|too|again|after|before|because|since|so|if|of|is|are|was|will|should)\b)")
 
