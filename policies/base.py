@@ -11,6 +11,7 @@ imports `proxy/`; the proxy hands every policy a `Services` bundle instead.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Literal, Protocol, Sequence, runtime_checkable
 
@@ -38,10 +39,17 @@ class Reject:
 
 @dataclass(frozen=True)
 class Respond:
-    """Answer the client from the proxy; the upstream is not called."""
+    """Answer the client from the proxy; the upstream is not called.
+
+    The answer is marked as the proxy's: its body carries `"ctxwarden": {"author": "proxy",
+    "reason": reason}`, its first words should say the proxy wrote it, and `finish_reason` says
+    how it ended: "stop" for a question the user chose to be asked, "content_filter" (OpenAI's
+    value for "the gateway intervened") where the proxy cut the run short, e.g. a stopped loop.
+    """
 
     content: str
     reason: str = ""  # machine-readable cause, e.g. "loops.stop"
+    finish_reason: str = "stop"  # "stop" | "content_filter"
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,8 @@ class RequestNotes:
     started: float = 0.0  # time.perf_counter() when the proxy received the request (set by the proxy)
     usage_added: bool = False  # the proxy asked a stream for usage the client did not ask for (and strips it)
     session_docs: dict[str, str] | None = None  # the session's state as the shared backend holds it (None: local)
+    # set by the proxy when the client disconnects: work in worker threads checks it (deadline.Deadline) and stops
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 # A tenant names a namespace of state and storage; one rule for the header and the admin API.

@@ -86,3 +86,25 @@ def last_user_index(messages: Sequence[Message]) -> int:
         if messages[i].get("role") == "user":
             return i
     return -1
+
+
+def with_note(message: Message, note: str) -> Message:
+    """A copy of a user message with `note` after its own words, which stay byte for byte: string
+    content gains "\\n\\n" + note, list content a text part. Every provider's template accepts it
+    (a late system message is rejected by many, and a second user message in a row breaks the
+    alternation some require)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [*content, {"type": "text", "text": note}]}
+    text = content if isinstance(content, str) else ""
+    return {**message, "content": f"{text}\n\n{note}" if text else note}
+
+
+def append_note(messages: list[Message], note: str) -> list[Message]:
+    """`messages` with a note from the proxy to the model at the very end, where the provider's
+    cached prefix is untouched: inside the last message when it is the user's, else as a user
+    message of its own after the last tool results (OpenAI, Anthropic and Gemini all accept a user
+    turn there)."""
+    if messages and messages[-1].get("role") == "user":
+        return [*messages[:-1], with_note(messages[-1], note)]
+    return [*messages, {"role": "user", "content": note}]

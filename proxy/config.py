@@ -269,7 +269,7 @@ def _section(data: Any, *path: str) -> dict[str, Any]:
 def inherit_settings(data: dict[str, Any], explicit: dict[str, Any]) -> dict[str, Any]:
     """Settings one policy takes from another's when the user set none (issue 15; `explicit` is what
     the user's file and overrides set, null counting as unset; an explicit setting wins):
-      memory.strategy     ← clash.strategy (whether or not the clash policy is enabled);
+      memory.strategy     ← clash.strategy (whether or not the clash policy is enabled; `note` → prefer_recent);
       memory.judge_model  ← poisoning.judge.model, for `extract: llm`, when that judge is served by the
                             proxy's upstream: memory calls the model through it, never through
                             judge.base_url / api_key_env, so a judge with an endpoint of its own is not taken."""
@@ -281,7 +281,9 @@ def inherit_settings(data: dict[str, Any], explicit: dict[str, Any]) -> dict[str
         memory.pop("strategy", None)  # memory's own default when clash has none
         strategy = _section(data, "policies", "clash").get("strategy")
         if strategy is not None:
-            memory["strategy"] = strategy
+            # clash's `note` edits nothing in the request; for memories, a newer one replacing an older
+            # one is what the note tells the model: the later statement is the user's latest word
+            memory["strategy"] = "prefer_recent" if strategy == "note" else strategy
     judge = _section(data, "policies", "poisoning", "judge")
     if memory.get("extract") == "llm" and memory.get("judge_model") is None and judge.get("model") \
             and not judge.get("base_url"):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 from ..cache import stable_hash
+from ..deadline import NO_DEADLINE, Deadline
 from ..messages import Message, content_text
 from ..text.statements.compare import compatible, conflicts, duplicates, family, takes_bare_numbers, value_type
 from ..text.statements.match import Matcher
@@ -174,8 +175,12 @@ class AgentTurns:
         return any(literal in self.text(i) for i in range(older.message + 1, min(newer.message, len(self.messages))))
 
 
-def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agent: AgentTurns | None = None) -> list[Clash]:
-    """Every contradicting pair (older, newer) per slot, and the nearest duplicate of each statement."""
+def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agent: AgentTurns | None = None,
+                  deadline: Deadline = NO_DEADLINE) -> list[Clash]:
+    """Every contradicting pair (older, newer) per slot, and the nearest duplicate of each statement.
+    Only pairs from two messages: values within one message are never a clash (a request that names
+    two values of one kind is a range, a comparison, a conversion or a plan). `deadline.check()` runs
+    once per statement compared, so a budget or a client's leaving stops the work (OverBudget)."""
     matcher = matcher or Matcher()
     agent = agent or AgentTurns()
     matcher.prepare(loc.st for loc in found)
@@ -187,11 +192,13 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agen
         by_slot.setdefault(value_type(loc.st.slot), []).append(loc)
     clashes: list[Clash] = []
     for items in by_slot.values():
-        clashes += slot_clashes(items, matcher, agent)
+        clashes += slot_clashes(items, matcher, agent, deadline=deadline)
     bare = [loc for loc in ordered if loc.st.slot == "v.num"]  # "… should be 650" (an amount), "zip is 94117" (a reference)
     for key in [k for k in by_slot if takes_bare_numbers(k)]:
-        clashes += slot_clashes(sorted(by_slot[key] + bare, key=lambda l: l.order), matcher, agent, across=True)
-    clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes}, agent)
+        clashes += slot_clashes(sorted(by_slot[key] + bare, key=lambda l: l.order), matcher, agent, across=True,
+                                deadline=deadline)
+    clashes += related_clashes(ordered, matcher, {(id(c.older), id(c.newer)) for c in clashes}, agent, deadline)
+    deadline.check()
     if frames:
         said = {((c.older.message, c.older.st.start), (c.newer.message, c.newer.st.start)) for c in clashes}
         clashes += [make_clash(older, newer) for older, newer in frame_pairs(frames, matcher, lambda o, n: (
@@ -199,15 +206,20 @@ def local_clashes(found: Iterable[Located], matcher: Matcher | None = None, agen
     return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))
 
 
-def slot_clashes(items: list[Located], matcher: Matcher, agent: AgentTurns, across: bool = False) -> list[Clash]:
-    """Every contradicting pair among `items` (in order), and the nearest duplicate of each. With
-    `across`, only pairs of two value types from two messages: an amount and a bare number ("under
-    $80 in a size 10" are two values), the pairs of one type being compared in their own slot."""
+def slot_clashes(items: list[Located], matcher: Matcher, agent: AgentTurns, across: bool = False,
+                 deadline: Deadline = NO_DEADLINE) -> list[Clash]:
+    """Every contradicting pair among `items` (in order) from two messages, and the nearest
+    duplicate of each. With `across`, only pairs of two value types: an amount and a bare number
+    ("under $80 in a size 10" are two values), the pairs of one type being compared in their own slot."""
     out: list[Clash] = []
+    first = 0  # where newer's message starts in `items`: only what comes before is compared (linear in one message)
     for j, newer in enumerate(items):
+        deadline.check()
+        if j and items[j - 1].message != newer.message:
+            first = j
         duplicate_seen = False
-        for older in reversed(items[:j]):
-            if across and (older.message == newer.message or value_type(older.st.slot) == value_type(newer.st.slot)):
+        for older in reversed(items[:first]):
+            if across and value_type(older.st.slot) == value_type(newer.st.slot):
                 continue
             if conflicts(older.st, newer.st, matcher):
                 if not agent.acted_on(older, newer):
@@ -218,7 +230,8 @@ def slot_clashes(items: list[Located], matcher: Matcher, agent: AgentTurns, acro
     return out
 
 
-def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[int, int]], agent: AgentTurns) -> list[Clash]:
+def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[int, int]], agent: AgentTurns,
+                    deadline: Deadline = NO_DEADLINE) -> list[Clash]:
     """Clashes across slots (relate.py): polarity flips on one object, values said to replace an
     earlier one, meal choices a diet excludes; only between messages. A pair is looked at only
     when one of the relations can hold (refusals and replacements are few), so the cost stays
@@ -227,6 +240,7 @@ def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[i
     refusals: list[int] = []
     diets: list[int] = []
     for j, newer in enumerate(ordered):
+        deadline.check()
         b = newer.st
         target = replaced(b, [loc.st for loc in ordered[:j] if loc.message != newer.message], matcher) \
             if b.replaces or b.correction else None

@@ -121,6 +121,8 @@ class Judge:
             older, newer = where.get(tuple(f["older"])), where.get(tuple(f["newer"]))  # type: ignore[arg-type]
             if older is None or newer is None:
                 continue  # that message is no longer in the conversation
+            if older.message == newer.message:
+                continue  # values within one message are never a clash (a range, a comparison, a plan)
             a = _located(older, f, f["older_value"], texts)
             b = _located(newer, f, f["newer_value"], texts)
             clashes.append(make_clash(a, b, detector="judge", type_=f["type"]) if f["type"] != DUPLICATE_FACTS

@@ -3,10 +3,17 @@ resolve them before the model reads them (see docs/ARCHITECTURE.md, "Clash").
 
 Per request: the user messages' statements are extracted (cached per message text), a
 detector pairs the ones that clash (the local rule-based detector, or an LLM judge when
-`judge_model` is set), the resolver decides by strategy, answer or memory which statement
-stays live, and either the forwarded messages are edited (on copies) or the proxy answers with
-a clarifying question. Decisions are remembered per session, so every later turn forwards the
-same prefix.
+`judge_model` is set), and the resolver decides by strategy, answer or memory what to do.
+Only statements of two messages clash: values within one message are a range, a comparison, a
+conversion or a plan. The default strategy (`note`) changes no word of the user's: it appends a
+short note for the model to the message that said the later value, naming both statements.
+The strategies that rewrite the user's words (prefer_recent, merge, keep_existing) or answer in
+the model's place (ask_user) act only when the user chose them. Decisions and notes are
+remembered per session, so every later turn forwards the same prefix.
+
+Cost is bounded (invariant 7): past `analysis_max_chars` a message is read by its head and tail
+(text/window.py), and past `budget_ms` of work the policy stops, changes nothing it had not
+already settled, and reports `clash.skipped_budget`; a client that disconnects stops it too.
 
 Metrics (scenario 20): ctxwarden.clash.detected{type,detector}, ctxwarden.clash.resolved
 {type,strategy,by=auto|user}, ctxwarden.clash.needs_user{type,reason}, ctxwarden.clash.unresolved
@@ -17,22 +24,25 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
 from ..cache import LRU
-from ..messages import Message
+from ..deadline import Deadline, OverBudget
+from ..messages import Message, with_note
 from ..state import SessionLRU
 from ..text.statements.extract import extract as extract_statements
 from ..text.statements.frames import frame_statements
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
+from ..text.window import analysis_windows
 from .detect import AgentTurns, Clash, Located, local_clashes, text_keys
 from .edit import apply_losses
 from .judge import Judge, JudgeError
-from .question import Texts
+from .question import Texts, note_line
 from .resolve import Resolution, resolve
 from .state import SessionState, decode, encode, merge_state
 
@@ -44,7 +54,9 @@ OFFLOAD_CHARS = 300  # uncached user text above this is extracted in a worker th
 
 
 class ClashConfig(PolicyConfig):
-    strategy: Literal["prefer_recent", "ask_user", "merge", "keep_existing"] = "prefer_recent"
+    strategy: Literal["note", "prefer_recent", "ask_user", "merge", "keep_existing"] = "note"
+    analysis_max_chars: int = Field(20_000, ge=200)  # longer messages: their head and tail are read
+    budget_ms: float | None = Field(1000, gt=0)  # the policy's CPU time per request; None: no limit
     judge_model: str | None = None
     judge_timeout_s: float = Field(10, gt=0)
     max_sessions: int = Field(10_000, ge=1)
@@ -52,9 +64,24 @@ class ClashConfig(PolicyConfig):
     cache_size: int = Field(20_000, ge=1)
 
 
-def extract(text: str) -> tuple[Statement, ...]:
-    """The statements the clash detector compares: the typed ones and the action frames."""
-    return extract_statements(text) + frame_statements(text)
+def extract(text: str, max_chars: int | None = None) -> tuple[Statement, ...]:
+    """The statements the clash detector compares: the typed ones and the action frames; of a text
+    longer than `max_chars`, those of its head and its tail, at their places in the whole text."""
+    if max_chars is None or len(text) <= max_chars:
+        return extract_statements(text) + frame_statements(text)
+    found: list[Statement] = []
+    for offset, piece in analysis_windows(text, max_chars):
+        found += [_shifted(st, offset) for st in extract_statements(piece) + frame_statements(piece)]
+    return tuple(found)
+
+
+def _shifted(st: Statement, offset: int) -> Statement:
+    """A statement read in a window, placed in the whole text (sentence numbers stay distinct and
+    in order: a window's first sentence starts at or after its offset)."""
+    if not offset:
+        return st
+    return replace(st, start=st.start + offset, end=st.end + offset, vstart=st.vstart + offset,
+                   vend=st.vend + offset, sentence=st.sentence + offset)
 
 
 def user_texts(messages: list[Message]) -> Texts:
@@ -91,43 +118,85 @@ class ClashPolicy(BasePolicy):
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
         texts = user_texts(ex.messages)
-        if len(texts) < 1:
+        if len(texts) < 2:  # a clash needs two user messages (or two parts)
             return None
         state = self.memory.get_or_create(ex.session_key, SessionState)
-        found = await self._locate(texts)
-        clashes = await self._detect(ex, texts, found, state)
-        if not clashes:
+        deadline = Deadline(self.config.budget_ms / 1000 if self.config.budget_ms else None, ex.notes.cancelled)
+        try:
+            found = await self._locate(texts, deadline)
+            clashes = await self._detect(ex, texts, found, state, deadline)
+        except OverBudget as exc:
+            # what was settled on earlier turns still holds (the same bytes as before); nothing new
+            self.record(ex, "skipped_budget", reason=str(exc), budget_ms=self.config.budget_ms,
+                        chars=sum(len(t) for t in texts.values()))
+            self.services.metrics.add("ctxwarden.clash.skipped_budget", 1)
+            self._apply_notes(ex, texts, state)
             return None
-        self._report_duplicates(ex, clashes, state)
-        res = resolve(clashes, self.config.strategy, state, ex.messages, texts)
-        self._report_decisions(ex, res, state)
-        if res.ask:
-            return self._ask(ex, res, state)
-        if res.losses:
-            ex.messages, stats = apply_losses(ex.messages, res.losses, found, texts)
-            self.record(ex, "resolve", strategy=self.config.strategy, superseded=len(res.losses), removed=stats.removed,
-                        marked=stats.marked, merged=stats.merged, remembered=res.remembered)
-            if stats.merge_fallbacks:
-                self.record(ex, "merge_fallback", count=stats.merge_fallbacks)
+        if clashes:
+            self._report_duplicates(ex, clashes, state)
+            res = resolve(clashes, self.config.strategy, state, ex.messages, texts)
+            self._report_decisions(ex, res, state)
+            if res.ask:
+                return self._ask(ex, res, state)
+            if res.losses:
+                ex.messages, stats = apply_losses(ex.messages, res.losses, found, texts)
+                self.record(ex, "resolve", strategy=self.config.strategy, superseded=len(res.losses),
+                            removed=stats.removed, marked=stats.marked, merged=stats.merged, remembered=res.remembered)
+                if stats.merge_fallbacks:
+                    self.record(ex, "merge_fallback", count=stats.merge_fallbacks)
+            for c in res.noted:
+                lines = state.notes.setdefault(c.newer.text_hash, [])
+                line = note_line(c, texts)
+                if line not in lines:
+                    lines.append(line)
+        self._apply_notes(ex, texts, state)
         return None
 
-    async def _locate(self, texts: Texts) -> list[Located]:
+    def _apply_notes(self, ex: Exchange, texts: Texts, state: SessionState) -> None:
+        """The `note` strategy's notes, each in the message that said the later value: every turn the
+        same note in the same place (the cached prefix holds); the user's own words unchanged."""
+        if not state.notes:
+            return
+        keys = text_keys(texts)
+        per_message: dict[int, list[str]] = {}
+        for (message, _part), key in sorted(keys.items()):
+            per_message.setdefault(message, []).extend(state.notes.get(key, ()))
+        noted = 0
+        messages = list(ex.messages)
+        for message, lines in per_message.items():
+            if lines:  # one note per message, after its last part
+                messages[message] = with_note(messages[message], "[ctxwarden note: " + " ".join(lines) + "]")
+                noted += 1
+        if noted:
+            ex.messages = messages
+            self.record(ex, "note", messages=noted, notes=sum(len(v) for v in state.notes.values()))
+
+    async def _locate(self, texts: Texts, deadline: Deadline) -> list[Located]:
         keys = text_keys(texts)
         hashes = {where: key.split("#", 1)[0] for where, key in keys.items()}
         known = {h: self._statements.get(h) for h in set(hashes.values())}
         missing = {h: texts[w] for w, h in hashes.items() if known[h] is None}
         if missing:
-            extracted = await run_cpu(sum(len(t) for t in missing.values()) > OFFLOAD_CHARS,
-                                      lambda: {h: extract(t) for h, t in missing.items()})
-            for h, statements in extracted.items():
-                self._statements.put(h, statements)
-                known[h] = statements
+            limit = self.config.analysis_max_chars
+            work = sum(min(len(t), limit) for t in missing.values())
+
+            def read_all() -> dict[str, tuple[Statement, ...]]:
+                out: dict[str, tuple[Statement, ...]] = {}
+                for h, t in missing.items():
+                    deadline.check()
+                    out[h] = statements = extract(t, limit)
+                    self._statements.put(h, statements)  # kept even if the budget runs out later
+                return out
+
+            extracted = await run_cpu(work > OFFLOAD_CHARS, read_all)
+            known.update(extracted)
         found: list[Located] = []
         for (message, part), h in sorted(hashes.items()):
             found += [Located(message, part, keys[(message, part)], st) for st in known[h] or ()]
         return found
 
-    async def _detect(self, ex: Exchange, texts: Texts, found: list[Located], state: SessionState) -> list[Clash]:
+    async def _detect(self, ex: Exchange, texts: Texts, found: list[Located], state: SessionState,
+                      deadline: Deadline) -> list[Clash]:
         if self.judge is not None:
             try:
                 return await self.judge.clashes(ex, texts, state)
@@ -137,16 +206,18 @@ class ClashPolicy(BasePolicy):
                 self.record(ex, "judge_failed", error=str(exc)[:200], fallback="local")
         agent = AgentTurns(ex.messages)
         if self.services.embedder is None:
-            return local_clashes(found, agent=agent)
+            return local_clashes(found, agent=agent, deadline=deadline)
         # subjects with no word in common are matched by embeddings, as in find_clashes; off the loop
         # (a pair of statements or two on the event loop: a thread hop would cost more than they do)
-        return await run_cpu(len(found) > INLINE_STATEMENTS, local_clashes, found, Matcher(self.services.embedder), agent)
+        return await run_cpu(len(found) > INLINE_STATEMENTS, local_clashes, found, Matcher(self.services.embedder), agent,
+                             deadline)
 
     def find_clashes(self, messages: list[Message]) -> list[Clash]:
         """The local detector on a conversation, synchronously (benches, tests): no memory, no edits."""
         texts = user_texts(messages)
         keys = text_keys(texts)
-        found = [Located(m, p, keys[(m, p)], st) for (m, p), text in sorted(texts.items()) for st in extract(text)]
+        found = [Located(m, p, keys[(m, p)], st) for (m, p), text in sorted(texts.items())
+                 for st in extract(text, self.config.analysis_max_chars)]
         return local_clashes(found, Matcher(self.services.embedder), AgentTurns(messages))
 
     # ------------------------------------------------------------------ reporting

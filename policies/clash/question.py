@@ -76,6 +76,13 @@ def question(c: Clash, texts: Texts) -> str:
     )
 
 
+def note_line(c: Clash, texts: Texts) -> str:
+    """The `note` strategy's line for one clash: both statements in the user's own words, and which
+    one is their latest. A pure function of the clash, so every turn writes the same bytes."""
+    return (f"Earlier the user said \"{_quote(sentence_of(c.older, texts))}\"; here they say "
+            f"\"{_quote(sentence_of(c.newer, texts))}\". Go by the later one unless they say otherwise.")
+
+
 def normalise(text: str) -> str:
     return " ".join(text.split())
 

@@ -1,5 +1,7 @@
 """Resolution: for each clash, which statement stays live, by strategy, answer or memory.
 
+- note (the default): nothing is edited; the model is told, in a note after the message that said
+  the later value, that the user said both and which is their latest word.
 - prefer_recent: the older statement loses (superseded).
 - merge: the older statement loses, and is rewritten with the newer value when that keeps
   something worth keeping (edit.py decides; otherwise it is superseded as prefer_recent).
@@ -43,9 +45,12 @@ class Resolution:
     question: str = ""
     decided: list[tuple[Clash, Decision]] = field(default_factory=list)  # decisions taken this turn
     remembered: int = 0  # decisions reused from earlier turns
+    noted: list[Clash] = field(default_factory=list)  # clashes the `note` strategy tells the model about
 
 
 def _auto(strategy: str) -> Decision:
+    if strategy == "note":
+        return Decision("newer", "note")
     if strategy == "keep_existing":
         return Decision("older", "keep_existing")
     if strategy == "merge":
@@ -87,6 +92,9 @@ def resolve(
                 return out
             state.decisions[c.key] = decision
             out.decided.append((c, decision))
+        if decision.how == "note":
+            out.noted.append(c)
+            continue
         loss = _loss(c, decision)
         if loss:
             out.losses.append(loss)
@@ -99,7 +107,9 @@ def _decide(c: Clash, strategy: str, asked: str, messages: Sequence[Message], te
     if reply is not None:
         choice = parse_choice(reply, c, texts)
         return Decision(choice, "user") if choice else Decision("both", "unclear")
-    if c.correction:  # "sorry, I meant ...": an update, whatever the strategy
+    if strategy == "note":  # a correction too: the user's words are never edited unless they chose it
+        return _auto(strategy)
+    if c.correction:  # "sorry, I meant ...": an update, whatever editing strategy was chosen
         return Decision("newer", "correction")
     if c.simultaneous:
         return Decision("ask", "unordered") if pending else Decision("both", "unordered")

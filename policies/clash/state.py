@@ -30,20 +30,22 @@ class SessionState:
     seen_duplicates: set[str] = field(default_factory=set)
     judged: set[str] = field(default_factory=set)  # user-message text hashes the judge has seen
     judge_findings: list[dict[str, Any]] = field(default_factory=list)
+    # the `note` strategy: user text key → the notes appended to that message, in the order first given
+    notes: dict[str, list[str]] = field(default_factory=dict)
     touched: float = field(default_factory=time.monotonic)
 
 
 def encode(state: SessionState) -> dict[str, Any]:
     return {"decisions": {key: [d.winner, d.how] for key, d in state.decisions.items()},
             "asked": sorted(state.asked), "duplicates": sorted(state.seen_duplicates),
-            "judged": sorted(state.judged), "findings": state.judge_findings}
+            "judged": sorted(state.judged), "findings": state.judge_findings, "notes": state.notes}
 
 
 def decode(doc: dict[str, Any]) -> SessionState:
     return SessionState(
         decisions={str(key): Decision(winner, how) for key, (winner, how) in doc["decisions"].items()},
         asked=set(doc["asked"]), seen_duplicates=set(doc["duplicates"]), judged=set(doc["judged"]),
-        judge_findings=list(doc["findings"]),
+        judge_findings=list(doc["findings"]), notes={str(k): list(v) for k, v in doc.get("notes", {}).items()},
     )
 
 
@@ -55,4 +57,5 @@ def merge_state(base: SessionState | None, mine: SessionState, theirs: SessionSt
         decisions={**mine.decisions, **theirs.decisions}, asked=theirs.asked | mine.asked,
         seen_duplicates=theirs.seen_duplicates | mine.seen_duplicates, judged=theirs.judged | mine.judged,
         judge_findings=findings, touched=max(theirs.touched, mine.touched),
+        notes={**mine.notes, **theirs.notes},  # a message's notes as first written (theirs) stay byte for byte
     )
