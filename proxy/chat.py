@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -14,7 +15,7 @@ import httpx
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
+from ctxwarden.policies.base import HEAVY_BODY_BYTES, Answer, Block, Exchange, Reject, Respond, Verdict
 from ctxwarden.policies.messages import content_text
 
 from .errors import ProxyError, error_body
@@ -77,7 +78,13 @@ def tenant_of(hints: dict[str, str]) -> str | None:
         raise ProxyError(400, "invalid_tenant", str(exc), param=exc.param) from exc
 
 
-def completion_object(ex: Exchange, content: str, finish_reason: str = "stop") -> dict[str, Any]:
+def proxy_mark(reason: str) -> dict[str, Any]:
+    """The top-level field that marks an answer the proxy wrote (clients that read it know; others ignore it)."""
+    return {"author": "proxy", "reason": reason}
+
+
+def completion_object(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> dict[str, Any]:
+    """A chat.completion written by the proxy (upstream not called), marked as such."""
     return {
         "id": f"chatcmpl-{ex.request_id}",
         "object": "chat.completion",
@@ -90,13 +97,16 @@ def completion_object(ex: Exchange, content: str, finish_reason: str = "stop") -
             "finish_reason": finish_reason,
         }],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "ctxwarden": proxy_mark(reason),
     }
 
 
-def completion_chunks(ex: Exchange, content: str, finish_reason: str = "stop") -> list[bytes]:
+def completion_chunks(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> list[bytes]:
+    """The same answer as SSE chunks; the first chunk carries the proxy's mark."""
     base = {"id": f"chatcmpl-{ex.request_id}", "object": "chat.completion.chunk", "created": int(time.time()), "model": ex.model}
     chunks = [
-        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": None}],
+         "ctxwarden": proxy_mark(reason)},
         {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish_reason}]},
     ]
     options = ex.body.get("stream_options")
@@ -139,7 +149,7 @@ class ChatHandler:
                 ex = self._exchange(request_id, body, request.headers, len(raw), started)
                 span.set_attribute("gen_ai.request.model", ex.model)
                 span.set_attribute("ctxwarden.session", ex.session_id)
-                response = await self._handle(ex, raw, request.headers, span)
+                response = await self._handle(ex, raw, request, span)
             except ProxyError as exc:
                 response = exc.response()
                 fail_span(span, exc.status, exc.code)
@@ -190,9 +200,28 @@ class ChatHandler:
 
     # ------------------------------------------------------------------ the exchange
 
-    async def _handle(self, ex: Exchange, raw: bytes, client_headers: Any, span: Any) -> Response:
+    async def _run_policies(self, ex: Exchange, request: Request) -> Verdict | None:
+        """The request policies; for a large body, while watching the client: one that leaves stops
+        their work (what runs in worker threads checks ex.notes.cancelled) and the upstream is never
+        called. A small body's policies take about a millisecond: no watcher is worth its cost."""
+        if ex.body_bytes < HEAVY_BODY_BYTES:
+            return await self.pipeline.run_request(ex)
+        work = asyncio.ensure_future(self.pipeline.run_request(ex))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not work.done():
+            ex.notes.cancelled.set()
+            ex.record("proxy", "client_disconnected")
+            await work  # ends soon: the policies' work sees the flag
+            raise ProxyError(499, "client_disconnected", "The client closed the connection; the request was not forwarded.")
+        return work.result()
+
+    async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
         started = time.perf_counter()
-        verdict = await self.pipeline.run_request(ex)
+        verdict = await self._run_policies(ex, request)
         # What the request policies took, in the standard header browsers and load tools read.
         ex.response_headers["server-timing"] = f"ctxwarden-policies;dur={(time.perf_counter() - started) * 1000:.2f}"
         if isinstance(verdict, Reject):
@@ -200,9 +229,10 @@ class ChatHandler:
             return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
         if isinstance(verdict, Respond):
             await self.pipeline.complete(ex, "responded")
+            answer = (ex, verdict.content, verdict.finish_reason, verdict.reason)
             if ex.stream:
-                return StreamingResponse(iter(completion_chunks(ex, verdict.content)), media_type="text/event-stream")
-            return JSONResponse(completion_object(ex, verdict.content))
+                return StreamingResponse(iter(completion_chunks(*answer)), media_type="text/event-stream")
+            return JSONResponse(completion_object(*answer))
         budget = ex.notes.budget
         if budget is not None:
             after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after
@@ -358,6 +388,13 @@ class UpstreamJSON(JSONResponse):
             return super().render(content)
         except UnicodeEncodeError:
             return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the body is read already: the server's next message is
+    the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def relay_error(response: httpx.Response) -> Response:

@@ -55,7 +55,7 @@ OFFLOAD_CHARS = 300  # uncached user text above this is extracted in a worker th
 
 class ClashConfig(PolicyConfig):
     strategy: Literal["note", "prefer_recent", "ask_user", "merge", "keep_existing"] = "note"
-    analysis_max_chars: int = Field(20_000, ge=200)  # longer messages: their head and tail are read
+    analysis_max_chars: int = Field(8_000, ge=200)  # longer messages: their head and tail are read
     budget_ms: float | None = Field(1000, gt=0)  # the policy's CPU time per request; None: no limit
     judge_model: str | None = None
     judge_timeout_s: float = Field(10, gt=0)

@@ -22,6 +22,8 @@ class MemoryConfig(PolicyConfig):
     # when that judge uses the proxy's upstream (proxy/config.py: inherit_settings).
     judge_model: str | None = None
     judge_timeout_s: float = Field(10, gt=0)
+    # a longer user message is read by its head and its tail (text/window.py): a pasted file costs a bounded time
+    analysis_max_chars: int = Field(8_000, ge=200)
     # Also read the tool results of each turn (those after the latest user message) for memories
     # (source "tool"). Off by default: a tool result is not the user's word, and what it says
     # would reach every later request; only `tool_result_kinds` are kept (by default no instruction

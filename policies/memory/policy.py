@@ -32,6 +32,7 @@ from ..errors import CtxwardenError
 from ..messages import content_text, last_user_index
 from ..state import SessionLRU
 from ..text.statements.match import Matcher
+from ..text.window import analysis_windows
 from .admin import MemoryAdmin
 from .ask import parse_choice, question
 from .calibrate import Calibration, fit
@@ -162,7 +163,7 @@ class MemoryPolicy(BasePolicy):
             except LLMExtractError as exc:  # the local reading stands in
                 self.record(ex, "extract_fallback", error=str(exc)[:200])
         if found is None:
-            found = await run_cpu(len(text) >= 300, candidates, text)
+            found = await run_cpu(len(text) >= 300, _bounded_candidates, text, self.config.analysis_max_chars)
         if source == "tool":
             found = [c for c in found if c.kind in self.config.tool_result_kinds]
         found = await self._consistent_with_kb(ex, found)
@@ -263,3 +264,8 @@ class MemoryPolicy(BasePolicy):
 
 class MemoryUnavailable(CtxwardenError, RuntimeError):
     """The policy has no store or no embedder to work with (a wiring error, reported as memory.failed)."""
+
+
+def _bounded_candidates(text: str, max_chars: int) -> list:
+    """The memories of a text, reading a long one by its head and its tail (linear, bounded cost)."""
+    return [c for _, piece in analysis_windows(text, max_chars) for c in candidates(piece)]
