@@ -32,7 +32,7 @@ def clashes(*turns: Any):
         if messages[-1]["role"] == "user":
             messages.append({"role": "assistant", "content": "Sure."})
         messages.append({"role": "user", "content": turn})
-    policy = ClashPolicy(ClashConfig(), Services(tokens=None, metrics=_Metrics()))  # type: ignore[arg-type]
+    policy = ClashPolicy(ClashConfig(evidence="any"), Services(tokens=None, metrics=_Metrics()))  # type: ignore[arg-type]
     return [c for c in policy.find_clashes(messages) if not c.duplicate]
 
 

@@ -77,3 +77,38 @@ async def test_a_note_given_on_an_earlier_turn_still_holds_when_a_later_turn_is_
     await clash.on_request(ex2)
     assert ex2.messages[:len(noted)] == noted and ex2.messages[len(noted):] == later[len(noted):]
     assert [a.label for a in ex2.actions] == ["clash.skipped_budget", "clash.note"]
+
+
+# ----------------------------------------------------------------------------- evidence (evidence.py)
+
+
+async def _actions(*turns: str, **config) -> tuple[list[str], list]:
+    clash, _ = policy(**config)
+    ex = exchange(conversation(*turns))
+    await clash.on_request(ex)
+    return [a.label for a in ex.actions], ex.messages
+
+
+async def test_successive_requests_to_the_assistant_are_reported_as_weak_and_left_alone():
+    """Pairs only the generic readers found, in the shape real users write them (a next task, a
+    next case of a series), are reported and never change the request."""
+    for turns in [("Now given all that, write a Meta Title. Do not exceed 70 characters.",
+                   "Now write an OG Title, limited to only 60 characters.")]:
+        labels, messages = await _actions(*turns, evidence="strong")
+        assert "clash.weak" in labels and "clash.note" not in labels, (turns, labels)
+        assert messages == conversation(*turns)
+        found, _ = await _actions(*turns, evidence="any")  # the detector does pair them
+        assert "clash.note" in found, turns
+
+
+async def test_a_typed_clash_and_a_short_correction_get_a_note():
+    labels, messages = await _actions("I'm vegetarian, so no meat please.", "I'll have the steak tonight.")
+    assert "clash.note" in labels and messages[-1]["content"].startswith("I'll have the steak tonight.\n\n[ctxwarden note:")
+    labels, _ = await _actions("Book the table for 7pm on Friday.", "Sorry, I meant 8pm.")
+    assert "clash.note" in labels
+
+
+async def test_pasted_material_is_not_the_users_word():
+    case = "Case #{0}: In early 2020 the company planned to use a plant and {1} workers to make ventilators. " * 8
+    labels, messages = await _actions(case.format(2, 500), case.format(3, 800))
+    assert "clash.note" not in labels and messages == conversation(case.format(2, 500), case.format(3, 800))

@@ -19,7 +19,7 @@ def test_demo_shows_each_policy_at_work(tmp_path):
     assert "tools.filter" in blocks["45 tools offered"][1]
     assert "history.compaction" in blocks["bulky tool result"][1]  # over budget.compress: compacted to a digest behind a ref
     assert "history.summarize" in blocks["29-message history"][1]
-    assert "clash.resolve" in blocks["changed preference"][1]
+    assert "clash.note" in blocks["changed preference"][1]
     assert "loops.stop" in blocks["agent loop"][1] and "answered by the proxy" in blocks["agent loop"][0]
     assert "poisoning.blocked" in blocks["hallucinated answer"][1]
     assert 'contradicts the knowledge base: "The Eiffel Tower is located in Paris, France."' in blocks["hallucinated answer"][1]

@@ -41,6 +41,7 @@ from ..text.statements.model import Statement
 from ..text.window import analysis_windows
 from .detect import AgentTurns, Clash, Located, local_clashes, text_keys
 from .edit import apply_losses
+from .evidence import CONVERSATIONAL_CHARS, strong
 from .judge import Judge, JudgeError
 from .question import Texts, note_line
 from .resolve import Resolution, resolve
@@ -57,6 +58,10 @@ class ClashConfig(PolicyConfig):
     strategy: Literal["note", "prefer_recent", "ask_user", "merge", "keep_existing"] = "note"
     analysis_max_chars: int = Field(8_000, ge=200)  # longer messages: their head and tail are read
     budget_ms: float | None = Field(1000, gt=0)  # the policy's CPU time per request; None: no limit
+    # strong: only clashes with strong evidence (evidence.py) are acted on, the others are reported (clash.weak);
+    # any: every clash the detector finds is acted on
+    evidence: Literal["strong", "any"] = "strong"
+    conversational_chars: int = Field(CONVERSATIONAL_CHARS, ge=1)  # longer messages count as pasted material
     judge_model: str | None = None
     judge_timeout_s: float = Field(10, gt=0)
     max_sessions: int = Field(10_000, ge=1)
@@ -132,6 +137,7 @@ class ClashPolicy(BasePolicy):
             self.services.metrics.add("ctxwarden.clash.skipped_budget", 1)
             self._apply_notes(ex, texts, state)
             return None
+        clashes = self._weigh(ex, clashes, texts, state)
         if clashes:
             self._report_duplicates(ex, clashes, state)
             res = resolve(clashes, self.config.strategy, state, ex.messages, texts)
@@ -151,6 +157,20 @@ class ClashPolicy(BasePolicy):
                     lines.append(line)
         self._apply_notes(ex, texts, state)
         return None
+
+    def _weigh(self, ex: Exchange, clashes: list[Clash], texts: Texts, state: SessionState) -> list[Clash]:
+        """The clashes to act on; the weak ones are reported, once each, and left alone."""
+        if self.config.evidence == "any":
+            return clashes
+        keep, weak = [], []
+        for c in clashes:
+            (keep if c.duplicate or strong(c, texts, self.config.conversational_chars) else weak).append(c)
+        new = [c for c in weak if c.key not in state.seen_weak]
+        if new:
+            state.seen_weak.update(c.key for c in new)
+            self.services.metrics.add("ctxwarden.clash.weak", len(new))
+            self.record(ex, "weak", count=len(new), slots=[c.label for c in new][:10])
+        return keep
 
     def _apply_notes(self, ex: Exchange, texts: Texts, state: SessionState) -> None:
         """The `note` strategy's notes, each in the message that said the later value: every turn the
@@ -218,7 +238,10 @@ class ClashPolicy(BasePolicy):
         keys = text_keys(texts)
         found = [Located(m, p, keys[(m, p)], st) for (m, p), text in sorted(texts.items())
                  for st in extract(text, self.config.analysis_max_chars)]
-        return local_clashes(found, Matcher(self.services.embedder), AgentTurns(messages))
+        clashes = local_clashes(found, Matcher(self.services.embedder), AgentTurns(messages))
+        if self.config.evidence == "any":
+            return clashes
+        return [c for c in clashes if c.duplicate or strong(c, texts, self.config.conversational_chars)]
 
     # ------------------------------------------------------------------ reporting
 

@@ -28,6 +28,7 @@ class SessionState:
     decisions: dict[str, Decision] = field(default_factory=dict)  # clash key → decision
     asked: set[str] = field(default_factory=set)  # clash keys a question was sent for
     seen_duplicates: set[str] = field(default_factory=set)
+    seen_weak: set[str] = field(default_factory=set)  # clash keys reported as weak (evidence.py), once each
     judged: set[str] = field(default_factory=set)  # user-message text hashes the judge has seen
     judge_findings: list[dict[str, Any]] = field(default_factory=list)
     # the `note` strategy: user text key → the notes appended to that message, in the order first given
@@ -37,7 +38,7 @@ class SessionState:
 
 def encode(state: SessionState) -> dict[str, Any]:
     return {"decisions": {key: [d.winner, d.how] for key, d in state.decisions.items()},
-            "asked": sorted(state.asked), "duplicates": sorted(state.seen_duplicates),
+            "asked": sorted(state.asked), "duplicates": sorted(state.seen_duplicates), "weak": sorted(state.seen_weak),
             "judged": sorted(state.judged), "findings": state.judge_findings, "notes": state.notes}
 
 
@@ -45,6 +46,7 @@ def decode(doc: dict[str, Any]) -> SessionState:
     return SessionState(
         decisions={str(key): Decision(winner, how) for key, (winner, how) in doc["decisions"].items()},
         asked=set(doc["asked"]), seen_duplicates=set(doc["duplicates"]), judged=set(doc["judged"]),
+        seen_weak=set(doc.get("weak", ())),
         judge_findings=list(doc["findings"]), notes={str(k): list(v) for k, v in doc.get("notes", {}).items()},
     )
 
@@ -56,6 +58,7 @@ def merge_state(base: SessionState | None, mine: SessionState, theirs: SessionSt
     return SessionState(
         decisions={**mine.decisions, **theirs.decisions}, asked=theirs.asked | mine.asked,
         seen_duplicates=theirs.seen_duplicates | mine.seen_duplicates, judged=theirs.judged | mine.judged,
+        seen_weak=theirs.seen_weak | mine.seen_weak,
         judge_findings=findings, touched=max(theirs.touched, mine.touched),
         notes={**mine.notes, **theirs.notes},  # a message's notes as first written (theirs) stay byte for byte
     )

@@ -98,7 +98,9 @@ class MemoryPolicy(BasePolicy):
         keys = user_message_keys(ex.messages)
         given = self.sessions.get_or_create(ex.session_key, SessionState).of(owner)
         key = keys[latest]
-        text = content_text(ex.messages[latest])
+        # the user's own words: what earlier policies appended for the model (a clash note) is no memory
+        own = last_user_index(ex.original_messages)
+        text = content_text(ex.original_messages[own] if own >= 0 else ex.messages[latest])
         if key not in given.written:
             given.mark_written(key)
             answering = given.pending is not None and given.pending.asked != key
