@@ -39,17 +39,12 @@ class Reject:
 
 @dataclass(frozen=True)
 class Respond:
-    """Answer the client from the proxy; the upstream is not called.
-
-    The answer is marked as the proxy's: its body carries `"ctxwarden": {"author": "proxy",
-    "reason": reason}`, its first words should say the proxy wrote it, and `finish_reason` says
-    how it ended: "stop" for a question the user chose to be asked, "content_filter" (OpenAI's
-    value for "the gateway intervened") where the proxy cut the run short, e.g. a stopped loop.
-    """
+    """Answer the client from the proxy (upstream not called), marked as such: the body carries
+    `"ctxwarden": {"author": "proxy", "reason": reason}` and the text's first words say so."""
 
     content: str
     reason: str = ""  # machine-readable cause, e.g. "loops.stop"
-    finish_reason: str = "stop"  # "stop" | "content_filter"
+    finish_reason: str = "stop"  # "content_filter" where the proxy cut a run short (a stopped loop)
 
 
 @dataclass(frozen=True)

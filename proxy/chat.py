@@ -78,13 +78,8 @@ def tenant_of(hints: dict[str, str]) -> str | None:
         raise ProxyError(400, "invalid_tenant", str(exc), param=exc.param) from exc
 
 
-def proxy_mark(reason: str) -> dict[str, Any]:
-    """The top-level field that marks an answer the proxy wrote (clients that read it know; others ignore it)."""
-    return {"author": "proxy", "reason": reason}
-
-
 def completion_object(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> dict[str, Any]:
-    """A chat.completion written by the proxy (upstream not called), marked as such."""
+    """An answer the proxy wrote, marked by a top-level "ctxwarden" field (SDKs keep unknown fields)."""
     return {
         "id": f"chatcmpl-{ex.request_id}",
         "object": "chat.completion",
@@ -97,16 +92,16 @@ def completion_object(ex: Exchange, content: str, finish_reason: str = "stop", r
             "finish_reason": finish_reason,
         }],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        "ctxwarden": proxy_mark(reason),
+        "ctxwarden": {"author": "proxy", "reason": reason},
     }
 
 
 def completion_chunks(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> list[bytes]:
-    """The same answer as SSE chunks; the first chunk carries the proxy's mark."""
+    """The same answer as SSE chunks; the first one carries the "ctxwarden" mark."""
     base = {"id": f"chatcmpl-{ex.request_id}", "object": "chat.completion.chunk", "created": int(time.time()), "model": ex.model}
     chunks = [
         {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": None}],
-         "ctxwarden": proxy_mark(reason)},
+         "ctxwarden": {"author": "proxy", "reason": reason}},
         {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish_reason}]},
     ]
     options = ex.body.get("stream_options")
@@ -229,10 +224,9 @@ class ChatHandler:
             return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
         if isinstance(verdict, Respond):
             await self.pipeline.complete(ex, "responded")
-            answer = (ex, verdict.content, verdict.finish_reason, verdict.reason)
-            if ex.stream:
-                return StreamingResponse(iter(completion_chunks(*answer)), media_type="text/event-stream")
-            return JSONResponse(completion_object(*answer))
+            made = completion_chunks if ex.stream else completion_object
+            answer = made(ex, verdict.content, verdict.finish_reason, verdict.reason)
+            return StreamingResponse(iter(answer), media_type="text/event-stream") if ex.stream else JSONResponse(answer)
         budget = ex.notes.budget
         if budget is not None:
             after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after

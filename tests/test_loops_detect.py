@@ -116,6 +116,16 @@ def test_too_many_tool_rounds_since_the_last_user_message():
     assert (loop.kind, loop.tool_rounds) == ("rounds", 26)
     assert find_loop(convo(*steps[:25]), max_tool_rounds=25) is None
     assert find_loop(convo(*steps), max_tool_rounds=None) is None
+    assert find_loop(convo(*steps)) is None  # the count limit is off by default
+
+
+def test_only_repetition_without_new_information_is_a_loop():
+    same_args_new_results = [("get_status", {"job": 7}, f"progress {i}%") for i in range(0, 100, 10)]
+    assert find_loop(convo(*same_args_new_results)) is None  # polling that makes progress
+    same_call_new_args = [("search", {"q": "paris", "page": i}, "same page text") for i in range(10)]
+    assert find_loop(convo(*same_call_new_args)) is None  # pagination
+    unchanged = [("get_status", {"job": 7}, "running")] * 3
+    assert find_loop(convo(*unchanged)).kind == "repeat"
 
 
 def test_history_names_the_calls_that_led_to_the_loop():
@@ -179,3 +189,30 @@ def test_conversation_without_tool_calls():
     msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
     assert find_loop(msgs) is None
     assert find_loop(msgs + [{"role": "assistant", "content": "hello"}] * 3) is None  # chatter is not an agent loop
+
+
+def test_a_call_id_reused_every_round_does_not_hide_progress():
+    """Some clients number calls per round ("call_0" each time): each round's result is its own."""
+    msgs = convo(*[("get_status", {"job": 7}, f"progress {p}%") for p in (10, 20, 30, 40)])
+    for m in msgs:
+        for call in m.get("tool_calls") or []:
+            call["id"] = "call_0"
+        if m["role"] == "tool":
+            m["tool_call_id"] = "call_0"
+    assert [r.result(0) for r in extract_rounds(msgs)] == ["progress 10%", "progress 20%", "progress 30%", "progress 40%"]
+    assert find_loop(msgs) is None
+    for m in msgs:  # the same with no results changing: still a loop
+        if m["role"] == "tool":
+            m["content"] = "running"
+    assert find_loop(msgs).kind == "repeat"
+
+
+def test_parallel_calls_without_ids_take_their_results_in_order():
+    msgs = convo([("read", {"f": "a"}, "A"), ("read", {"f": "b"}, "B")])
+    for m in msgs:
+        for call in m.get("tool_calls") or []:
+            call["id"] = ""
+        if m["role"] == "tool":
+            m["tool_call_id"] = ""
+    (round_,) = extract_rounds(msgs)
+    assert [round_.result(0), round_.result(1)] == ["A", "B"]

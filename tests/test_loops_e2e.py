@@ -40,7 +40,8 @@ def test_stop_answers_from_the_proxy_without_calling_upstream(fake, start_proxy)
     )
     answer = raw.parse()
     text = answer.choices[0].message.content
-    assert answer.choices[0].finish_reason == "stop"
+    assert answer.choices[0].finish_reason == "content_filter"
+    assert raw.http_response.json()["ctxwarden"] == {"author": "proxy", "reason": "loops.stop"}
     assert "search_flights(" in text and "get_price(" in text and "3 times" in text
     assert raw.headers["x-ctxwarden-actions"] == "loops.stop"
     assert fake.chat_requests == []
@@ -73,7 +74,7 @@ def test_inject_adds_a_note_then_stops_the_continued_loop(fake, start_proxy):
     assert raw.headers["x-ctxwarden-actions"] == "loops.inject"
     forwarded = fake.chat_requests[0]["messages"]
     assert forwarded[:-1] == msgs  # the client's conversation is an unchanged prefix
-    assert forwarded[-1]["role"] == "system"
+    assert forwarded[-1]["role"] == "user" and forwarded[-1]["content"].startswith("[ctxwarden]")  # no late system message
     assert "search_flights(" in forwarded[-1]["content"] and "get_price(" in forwarded[-1]["content"]
 
     # The model ignored the note and called search_flights again; the agent ran it and asks again.

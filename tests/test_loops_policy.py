@@ -73,18 +73,45 @@ def test_inject_appends_a_note_after_the_tail_keeping_the_prefix():
     assert run(policy.on_request(ex)) is None
     assert ex.messages[:-1] == before and msgs == before  # client's list untouched, prefix byte-identical
     note = ex.messages[-1]
-    assert note["role"] == "system" and "search_flights(" in note["content"] and "change approach" in note["content"].lower()
+    assert note["role"] == "user" and note["content"].startswith("[ctxwarden] Loop guard")  # never a late system message
+    assert "search_flights(" in note["content"] and "change approach" in note["content"].lower()
     assert ex.action_labels() == ["loops.inject"]
     assert metrics.total("ctxwarden.loops.injections") == 1
 
 
-def test_inject_uses_developer_role_when_the_prompt_does():
+def test_inject_never_adds_a_system_or_developer_message_after_the_first():
     policy, _ = make_policy(action="inject")
     msgs = convo(A(), A(), A())
     msgs[0] = {"role": "developer", "content": "You are a travel agent."}
     ex = exchange(msgs)
     run(policy.on_request(ex))
-    assert ex.messages[-1]["role"] == "developer"
+    assert [m["role"] for m in ex.messages[1:] if m["role"] in ("system", "developer")] == []
+    assert ex.messages[-1]["role"] == "user" and ex.messages[-2]["role"] == "tool"
+
+
+def test_inject_note_is_the_same_bytes_for_the_same_request():
+    notes = []
+    for _ in range(2):
+        policy, _ = make_policy(action="inject")  # a fresh policy: a restart or another replica
+        ex = exchange(convo(A(), B(), A(), B(), A(), B()))
+        run(policy.on_request(ex))
+        notes.append(ex.messages[-1])
+    assert notes[0] == notes[1]
+
+
+def test_stop_is_marked_as_the_proxy_intervening():
+    verdict = run(make_policy(action="stop")[0].on_request(exchange(convo(A(), A(), A()))))
+    assert isinstance(verdict, Respond) and verdict.finish_reason == "content_filter"
+    assert verdict.content.startswith("[ctxwarden] I stopped this agent run")
+
+
+def test_a_long_run_of_distinct_calls_is_not_a_loop_by_default():
+    assert LoopsConfig().max_tool_rounds is None
+    policy, metrics = make_policy()
+    steps = [("read_file", {"path": f"src/{i}.py"}, f"contents {i}") for i in range(300)]
+    ex = exchange(convo(*steps))
+    assert run(policy.on_request(ex)) is None and not ex.actions
+    assert metrics.total("ctxwarden.loops.detected") == 0
 
 
 def test_inject_then_stop_when_the_loop_continues():

@@ -6,7 +6,9 @@ the results the tool messages gave back. Three kinds of loop are found at the en
 
 - ``repeat``: the same round `max_repeats` times in a row (period 1);
 - ``cycle``: a sequence of 2..`max_period` rounds repeated `max_repeats` times (A→B→A→B→A→B);
-- ``rounds``: more than `max_tool_rounds` tool-call rounds since the last user message.
+- ``rounds``: more than `max_tool_rounds` tool-call rounds since the last user message — only
+  when a user sets that limit; it is off by default (None), because a long run of distinct calls
+  is an agent at work, not a loop.
 
 A repetition only counts when it brought no new information: each repeated call's result is
 the same as at its previous occurrence, or empty. So a retry after an error that then succeeds,
@@ -127,10 +129,6 @@ def extract_rounds(messages: Sequence[Message], start: int | None = None) -> lis
     """The assistant rounds of messages[start:] (default: the turn since the last user message)."""
     begin = turn_start(messages) if start is None else start
     tail = messages[begin:]
-    results: dict[str, Any] = {}
-    for m in tail:
-        if m.get("role") == "tool" and m.get("tool_call_id") is not None:
-            results[m["tool_call_id"]] = m.get("content")
     rounds: list[Round] = []
     for pos, m in enumerate(tail):
         if m.get("role") != "assistant":
@@ -138,12 +136,13 @@ def extract_rounds(messages: Sequence[Message], start: int | None = None) -> lis
         calls = m.get("tool_calls") or []
         if calls:
             entries = []
-            for c in calls:
+            results = _results_of(calls, tail, pos)
+            for c, result in zip(calls, results):
                 fn = c.get("function") or {}
                 args = fn.get("arguments")
                 raw = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
                 name = str(fn.get("name", "?"))
-                entries.append((call_key(name, raw), (name, raw), results.get(c.get("id"))))
+                entries.append((call_key(name, raw), (name, raw), result))
             entries.sort(key=lambda e: e[0])
             rounds.append(Round(tuple(e[0] for e in entries), tuple(e[1] for e in entries), tuple(e[2] for e in entries), True))
         elif isinstance(m.get("function_call"), dict):  # the legacy single-call format
@@ -156,6 +155,31 @@ def extract_rounds(messages: Sequence[Message], start: int | None = None) -> lis
             text = _collapse(content_text(m))
             rounds.append(Round((f"text:{stable_hash(text)}",), (("", text),), (None,), False))
     return rounds
+
+
+def _results_of(calls: Sequence[Message], tail: Sequence[Message], pos: int) -> list[Any]:
+    """The content answering each of the calls of the assistant message tail[pos] (None: none yet).
+
+    Only the tool messages between this assistant message and the next one answer it, so an id
+    that a client reuses every round ("call_0", or "") never lends one round's result to another:
+    such a round would look unchanged while the tool is making progress. Within the round a
+    result is matched by id; where the ids do not tell the calls apart, by position.
+    """
+    answers: list[Message] = []
+    for m in tail[pos + 1:]:
+        role = m.get("role")
+        if role == "assistant":
+            break
+        if role == "tool":
+            answers.append(m)
+    ids = [c.get("id") for c in calls]
+    if len(set(ids)) == len(ids):
+        by_id = {}
+        for a in answers:
+            by_id.setdefault(a.get("tool_call_id"), a.get("content"))
+        if any(i in by_id for i in ids):
+            return [by_id.get(i) for i in ids]
+    return [answers[i].get("content") if i < len(answers) else None for i in range(len(calls))]
 
 
 # ----------------------------------------------------------------------------- detection
@@ -218,9 +242,10 @@ def find_loop(
     *,
     max_repeats: int = 3,
     max_period: int = 6,
-    max_tool_rounds: int | None = 25,
+    max_tool_rounds: int | None = None,
 ) -> Loop | None:
-    """The loop the current turn ends in, if any (repeat/cycle first, then the round limit)."""
+    """The loop the current turn ends in, if any: a repeat or cycle without new information, then
+    (only when `max_tool_rounds` is set) a turn longer than that many tool-call rounds."""
     rounds = extract_rounds(messages)
     if not rounds:
         return None

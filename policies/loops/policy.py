@@ -1,19 +1,24 @@
 """The `loops` policy: stop agents that repeat themselves, and sessions that keep being refused.
 
 On the way in it looks at the current turn (everything after the last user message) for a
-repeated tool call, a repeated cycle of calls, or too many tool-call rounds (detect.py).
-`action: stop` answers the client from the proxy; `action: inject` forwards the request with a
-system note, and stops the loop if it continues after the note.
+repeated tool call or a repeated cycle of calls that brought no new information (detect.py).
+A long run of distinct calls is never a loop: the count limit `max_tool_rounds` is off unless a
+user sets it. `action: stop` answers the client from the proxy, marked as the proxy's
+(`finish_reason: "content_filter"`, text opening with "[ctxwarden]", action `loops.stop`);
+`action: inject` forwards the request with a note to the model, and stops the loop if it
+continues after the note.
 
 Independently it is a per-session circuit breaker: exchanges refused by other policies
 (rejected or blocked) are counted in `on_complete`; after `max_retries` in a row, a retry of the
 same turn is answered with an error-state message instead of being forwarded again. A success
 resets the count; a new user message gets one trial.
 
-The note is appended at the END of the forwarded messages (after the last tool result), not after
-the system prompt: every byte the client sent stays a byte-identical prefix, so the provider's
-prompt cache still covers the whole conversation, and the note is the most recent thing the
-model reads.
+The note goes at the END of the forwarded messages (messages.append_note: inside the last user
+message, or as a user message after the last tool results), never as a system message — many
+providers' templates accept a system message only first. Every byte the client sent before it
+stays a byte-identical prefix, so the provider's prompt cache still covers the conversation, and
+the note is the most recent thing the model reads. Its text is derived from the loop alone, so
+the same request gets the same bytes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
 from ..cache import stable_hash
-from ..messages import Message, content_text, last_user_index
+from ..messages import Message, append_note, content_text, last_user_index
 from ..state import SessionLRU
 from .detect import Loop, find_loop, turn_start
 from .replies import error_state_answer, loop_note, stop_answer
@@ -41,7 +46,7 @@ OFFLOAD_TAIL_MESSAGES = 100  # turns longer than this are checked in a worker th
 class LoopsConfig(PolicyConfig):
     max_repeats: int = Field(3, ge=2)
     max_period: int = Field(6, ge=1, le=20)
-    max_tool_rounds: int | None = Field(25, ge=1)
+    max_tool_rounds: int | None = Field(None, ge=1)  # off: a long run is not a loop; set it for a count limit
     action: Literal["stop", "inject"] = "stop"
     max_retries: int | None = Field(3, ge=1)
     max_sessions: int = Field(10_000, ge=1)
@@ -101,8 +106,7 @@ class LoopsPolicy(BasePolicy):
         if noted_at is not None and loop.tool_rounds > noted_at:
             return self._stop(ex, loop, after_note=True)  # the model saw the note and carried on
         state.remember_note(key, loop.tool_rounds)  # first note, or the same request sent again
-        role = "developer" if ex.messages and ex.messages[0].get("role") == "developer" else "system"
-        ex.messages = [*ex.messages, {"role": role, "content": loop_note(loop)}]
+        ex.messages = append_note(ex.messages, loop_note(loop))
         self.services.metrics.add("ctxwarden.loops.injections", 1, kind=loop.kind)
         self.record(ex, "inject", **self._detail(loop))
         return None
@@ -110,7 +114,8 @@ class LoopsPolicy(BasePolicy):
     def _stop(self, ex: Exchange, loop: Loop, after_note: bool) -> Respond:
         self.services.metrics.add("ctxwarden.loops.stops", 1, kind=loop.kind)
         self.record(ex, "stop", after_note=after_note, **self._detail(loop))
-        return Respond(stop_answer(loop, after_note), reason="loops.stop")
+        # content_filter: OpenAI's value for "the gateway intervened", which every typed client accepts.
+        return Respond(stop_answer(loop, after_note), reason="loops.stop", finish_reason="content_filter")
 
     @staticmethod
     def _detail(loop: Loop) -> dict:

@@ -1,4 +1,8 @@
-"""What the loops policy says: the stop answer, the system note, the error-state answer."""
+"""What the loops policy says: the stop answer, the note to the model, the error-state answer.
+
+Everything the proxy writes opens with "[ctxwarden]", so a reader (and the poisoning policy) can
+tell the proxy's words from the model's and the user's.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def stop_answer(loop: Loop, after_note: bool = False) -> str:
     if loop.kind == "rounds":
         advice = (
             "Answer with what has been found so far, or ask the user to narrow the task. "
-            "If long runs are expected, raise policies.loops.max_tool_rounds."
+            "If long runs are expected, raise policies.loops.max_tool_rounds, or set it to null (no count limit, the default)."
         )
     else:
         advice = (
@@ -37,7 +41,7 @@ def stop_answer(loop: Loop, after_note: bool = False) -> str:
 
 
 def loop_note(loop: Loop) -> str:
-    """The system note forwarded with the request, naming the repetition."""
+    """The note forwarded to the model at the end of the request (a user turn), naming the repetition."""
     if loop.kind == "rounds":
         ask = "Stop calling tools now: answer the user with what you have, saying what is still missing."
     else:
@@ -45,7 +49,7 @@ def loop_note(loop: Loop) -> str:
             "Do not make these calls again with the same arguments. Change approach (a different tool or "
             "different arguments) or answer the user with what you know, saying what is missing."
         )
-    return f"Loop guard (ctxwarden): you have made {describe(loop)}. {ask}"
+    return f"[ctxwarden] Loop guard: you have made {describe(loop)}. {ask}"
 
 
 def error_state_answer(failures: int, reasons: list[str]) -> str:
