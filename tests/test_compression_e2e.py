@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ctxwarden.policies.history.blocks import summary_sections
 from ctxwarden.policies.history.scratchpad import archive_ref
 from ctxwarden.policies.text.tokens import TiktokenCounter
 from tests.conftest import openai_client, policies_off
@@ -80,7 +81,9 @@ def summarizer_requests(fake) -> list[dict[str, Any]]:
 
 
 def summaries(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [m for m in messages if isinstance(m.get("content"), str) and m["content"].startswith("[ctxwarden summary")]
+    """The proxy's summaries in forwarded messages (in user turns: alone, or inside a user's message),
+    each as {"role": the message's role, "content": the summary's text}."""
+    return [{"role": m.get("role"), "content": text} for m in messages for text in summary_sections(m)]
 
 
 # ---------------------------------------------------------------------------- compression
@@ -136,8 +139,11 @@ def test_next_turns_reuse_the_summary_and_forward_an_identical_prefix(fake, star
             break
     assert len(summarizer_requests(fake)) == calls + 1
     later = main_requests(fake)[-1]["messages"]
-    frozen = 1 + calls  # the system prompt and the blocks of the first request
-    assert later[:frozen] == turn1[:frozen], "the earlier summary blocks are unchanged"
+    assert later[0] == SYSTEM and summaries(later)[:calls] == summaries(turn1), "the earlier summary blocks are unchanged"
+    # the new block joins the user turn that holds the earlier ones, after them: the prompt's bytes
+    # up to the end of the earlier summaries are the same (the provider's cached prefix holds)
+    frozen = turn1[1]["content"][: turn1[1]["content"].rindex(summaries(turn1)[-1]["content"]) + len(summaries(turn1)[-1]["content"])]
+    assert later[1]["role"] == turn1[1]["role"] == "user" and later[1]["content"].startswith(frozen)
     assert len(summaries(later)) == calls + 1
     assert later[-6:] == conv[-6:]
     assert_pairs_intact(later)

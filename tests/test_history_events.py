@@ -15,6 +15,7 @@ import random
 import pytest
 
 from ctxwarden.policies.base import BudgetNote, Exchange, Services
+from ctxwarden.policies.history.blocks import summary_sections
 from ctxwarden.policies.history.events import Marks, Units, plan
 from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy
 from ctxwarden.policies.history.scratchpad import refs_in
@@ -89,7 +90,7 @@ def test_an_event_leaves_every_earlier_block_untouched(services):
     blocks_before: list[str] = []
     for sent in agent_loop(40):
         ex = forward(policy, sent)
-        blocks = [m["content"] for m in ex.messages if str(m.get("content") or "").startswith("[ctxwarden summary")]
+        blocks = [text for m in ex.messages for text in summary_sections(m)]
         assert blocks[:len(blocks_before)] == blocks_before, "an earlier frozen block changed"
         blocks_before = blocks
     assert len(blocks_before) >= 2

@@ -207,8 +207,11 @@ def test_a_budget_event_that_cannot_reach_its_target_keeps_only_summaries_and_th
     conv = conv + [{"role": "assistant", "content": None, "tool_calls": [{"id": "now", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
                    {"role": "tool", "tool_call_id": "now", "content": "current result"}]
     ex = run(HistoryPolicy(HistoryConfig(max_messages=1000, max_tokens=10**6), services), exchange(conv, "aggressive", target=10))
-    assert ex.messages[-3:] == conv[-3:]  # the current user message and its exchange
-    assert all(m["role"] == "system" for m in ex.messages[:-3])
+    assert ex.messages[-2:] == conv[-2:]  # the current exchange; the current user message carries the summaries
+    current = ex.messages[-3]
+    assert current["role"] == "user" and current["content"].endswith("\n\n" + conv[-3]["content"])  # the words, whole
+    assert summaries([current]) and not summaries([{"content": conv[-3]["content"]}])
+    assert ex.messages[0] is conv[0] and len(ex.messages) == 4  # system, summaries in the user turn, the exchange
     assert_pairs_intact(ex.messages)
 
 
@@ -310,11 +313,11 @@ def test_concurrent_requests_for_the_same_span_make_one_summary(services):
     assert len(calls) == 1 and summaries(a.messages) == summaries(b.messages)
 
 
-def test_a_developer_system_prompt_gives_developer_summaries(services):
+def test_a_developer_system_prompt_stays_the_only_instruction_and_summaries_go_to_a_user_turn(services):
     conv = [{"role": "developer", "content": "Be brief."}] + agent_conversation(40)[1:]
     ex = run(HistoryPolicy(HistoryConfig(), services), exchange(conv))
-    assert ex.messages[0] is conv[0] and ex.messages[1]["role"] == "developer"
-    assert ex.messages[1]["content"].startswith("[ctxwarden summary")
+    assert ex.messages[0] is conv[0] and all(m["role"] not in ("system", "developer") for m in ex.messages[1:])
+    assert ex.messages[1]["role"] == "user" and ex.messages[1]["content"].startswith("[ctxwarden: summary of")
 
 
 def test_summarized_images_are_marked_and_counted(services):

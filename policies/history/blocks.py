@@ -1,8 +1,12 @@
 """Summary blocks, cached by the hash of the span they cover and the event that made them.
 
 The planner (events.py) decides which spans become blocks; this cache only saves re-making them:
-the next turn (the client resends the same messages) forwards the same summary message with no new
+the next turn (the client resends the same messages) forwards the same summary text with no new
 summarizer call. Keys include the tenant, so a summary (and the refs in it) never crosses tenants.
+
+A block's text is context from the proxy, forwarded on the user's side of the conversation
+(placement.py), between a header that says so and an end mark: `summary_sections` finds it inside
+any message and `without_summaries` gives a message's text without it (the user's own words).
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..cache import LRU
-from ..messages import Message
+from ..messages import Message, content_text
 
-SUMMARY_TAG = "[ctxwarden summary"
+SUMMARY_TAG = "[ctxwarden: summary of"
+SUMMARY_END = "[end of ctxwarden summary]"
 
 
 def span_key(tenant: str | None, hashes: Sequence[str]) -> str:
@@ -36,13 +41,43 @@ class SummaryBlock:
     created: float = field(default_factory=time.time)
 
     def content(self) -> str:
-        head = f"{SUMMARY_TAG} of {self.n_messages} earlier messages"
+        """The note forwarded in the user's turn: marked as the proxy's, never the user's words."""
+        head = f"{SUMMARY_TAG} {self.n_messages} earlier messages, written by the proxy, not the user"
         if self.refs:
             head += "; full text: " + ", ".join(f"ref={r}" for r in self.refs) + " (context_recall)"
-        return f"{head}]\n{self.text}"
+        return f"{head}]\n{self.text}\n{SUMMARY_END}"
 
-    def message(self, role: str = "system") -> Message:
-        return {"role": role, "content": self.content()}
+    def message(self) -> Message:
+        """The block as a user turn of its own (placement.py decides where it goes)."""
+        return {"role": "user", "content": self.content()}
+
+
+def summary_sections(message: Message) -> list[str]:
+    """The proxy's summaries inside a message (header to end mark), in order."""
+    text = content_text(message)
+    out, at = [], text.find(SUMMARY_TAG)
+    while at >= 0:
+        end = text.find(SUMMARY_END, at)
+        stop = len(text) if end < 0 else end + len(SUMMARY_END)
+        out.append(text[at:stop])
+        at = text.find(SUMMARY_TAG, stop)
+    return out
+
+
+def without_summaries(text: str) -> str:
+    """`text` without the proxy's summaries in it: what the user wrote (for policies that read the
+    user's words after history ran, e.g. memory extraction and the tools query)."""
+    if SUMMARY_TAG not in text:
+        return text
+    kept, at = [], 0
+    start = text.find(SUMMARY_TAG)
+    while start >= 0:
+        kept.append(text[at:start])
+        end = text.find(SUMMARY_END, start)
+        at = len(text) if end < 0 else end + len(SUMMARY_END)
+        start = text.find(SUMMARY_TAG, at)
+    kept.append(text[at:])
+    return "\n\n".join(part.strip("\n") for part in kept if part.strip())
 
 
 MAX_BLOCK_BYTES = 64 * 1024 * 1024  # summary text held by the cache, at most

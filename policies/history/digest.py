@@ -5,8 +5,12 @@ on it) and always fits its token budget. What it keeps depends on the content ty
 - json (json_digest.py): the schema (keys and value types of an array's records), counts, top-level
   scalars, the first items and every item the later conversation mentions; the rest is counted.
 - log, and other line data (file listings, `ls -l`, tables): lines equal once digits, hex and
-  timestamps are masked fold into one `[×N]` line; errors and warnings with their stack traces,
-  mentioned lines, the first and the last lines stay; dropped lines are counted.
+  timestamps are masked fold into one `[×N]` line; every error line (ERROR, FATAL, CRITICAL, an
+  exception, a panic) and every line of a stack trace (Java `at …`/`Caused by`, Python's
+  `Traceback`/`File …`) stays, however few there are: the digest passes its budget for them (by
+  their size at most, the rest of the lines keeping half the budget), up to `LOG_ERRORS_MAX_TOKENS`
+  of them, and says how many error lines did not fit (repeated lines fold into one `[×N]` line).
+  Then mentioned lines, warnings, the first and the last lines; dropped lines are counted.
 - code: imports, signatures with their decorators, the regions around mentioned identifiers and
   the whole body of a mentioned function; elided line ranges are noted.
 - text: the most factual sentences (extractive.py's scoring), mentioned ones first.
@@ -39,9 +43,9 @@ from .content import (
 )
 from .extractive import Line, score_sentence, select_lines, split_sentences
 from .json_digest import digest_json
+from .log_lines import TAIL_LINES, TRACE_PRIORITY, log_priorities
 
-HEAD_LINES, TAIL_LINES = 5, 10  # log lines always offered at each end
-TRACE_LINES = 40  # stack-trace lines kept after an error line
+LOG_ERRORS_MAX_TOKENS = 800  # a log digest grows past its budget to this, at most, to keep every error line
 CODE_CONTEXT = 3  # lines kept on each side of a line naming a mentioned identifier
 BODY_LINES = 80  # lines of a mentioned function's body offered first
 LINE_CHARS = 300  # longest line shown in a log or code digest
@@ -63,7 +67,9 @@ def digest(text: str, budget_tokens: int, mentions: str = "", count: Count | Non
     ctx = DigestContext(Mentions(mentions), count, budget_tokens, recall_hint.strip())
     kind = content_type(text)
     body = {"json": digest_json, "log": _digest_log, "code": _digest_code}.get(kind, _digest_text)(text, ctx)
-    return clip_to_budget(body, budget_tokens, count, f"… (clipped{ctx.full()})")
+    if ctx.budget > budget_tokens and len(text) <= 16 * ctx.budget and count(text) <= ctx.budget:
+        return text  # a log's error lines raised the budget (below) enough for the whole text
+    return clip_to_budget(body, ctx.budget, count, f"… (clipped{ctx.full()})")
 
 
 # ---------------------------------------------------------------------------- lines (log, code)
@@ -78,11 +84,14 @@ class _Entry:
     group: int = -1  # a folded log line: its group of near-identical lines
 
 
-def _fit_lines(entries: list[_Entry], render: Callable[[list[_Entry]], str], ctx: DigestContext) -> str:
+def _fit_lines(entries: list[_Entry], render: Callable[[list[_Entry]], str], ctx: DigestContext,
+               required: list[_Entry] | None = None) -> str:
     """The highest-priority entries whose rendering fits: greedy by priority on estimated costs, checked
-    on the real rendering (cut back if over; topped up from what is left if the estimate was high)."""
+    on the real rendering (cut back if over; topped up from what is left if the estimate was high).
+    `required` entries (known to fit) are in whatever the estimates say."""
     ranked = sorted(entries, key=lambda e: (-e.priority, e.at, e.sub))
-    chosen: list[_Entry] = []
+    chosen: list[_Entry] = list(required or ())
+    floor = len(chosen)
     text = render(chosen)
     spent = ctx.count(text)
     for _ in range(3):
@@ -92,7 +101,8 @@ def _fit_lines(entries: list[_Entry], render: Callable[[list[_Entry]], str], ctx
         text = render(chosen)
         spent = ctx.count(text)
         if spent > ctx.budget:
-            return render(chosen[: largest(len(chosen), lambda k: ctx.count(render(chosen[:k])) <= ctx.budget)])
+            extra = largest(len(chosen) - floor, lambda k: ctx.count(render(chosen[: floor + k])) <= ctx.budget)
+            return render(chosen[: floor + extra])
     return text
 
 
@@ -117,14 +127,6 @@ def _greedy(ranked: list[_Entry], chosen: list[_Entry], spent: int, ctx: DigestC
     return added
 
 
-_PROBLEM = re.compile(r"\b(?:ERROR|ERR|FATAL|CRITICAL|SEVERE|PANIC|EMERG|ALERT|Traceback|Exception)\b|^panic:"
-                      r"|\w(?:Error|Exception)\b|(?i:\blevel\W{1,3}(?:error|fatal|critical))")
-_WARNING = re.compile(r"\bWARN(?:ING)?\b|(?i:\blevel\W{1,3}warn)")
-_TRACE = re.compile(r"^\s+\S|^Traceback|^Caused by|^During handling|^The above exception|^[\w.$]+(?:Error|Exception)\b"
-                    r"|^\s*\.\.\. \d+ more")
-_RAISED = re.compile(r"^[\w.$]+(?::|$)")
-
-
 def _mask(line: str) -> tuple[str, tuple[str, ...]]:
     """A line with its variable parts (timestamps, hex, numbers) masked, and those parts."""
     pieces, values, last = [], [], 0
@@ -136,16 +138,20 @@ def _mask(line: str) -> tuple[str, tuple[str, ...]]:
     return "".join(pieces), tuple(values)
 
 
-def _fold(lines: list[str]) -> tuple[list[int], list[list[int]], list[str]]:
+def _fold(lines: list[str], exact: list[bool] | None = None) -> tuple[list[int], list[list[int]], list[str]]:
     """Groups of near-identical lines: each line's group, each group's lines, and each group's
-    `[×N]` line, which shows a variable part only where it differs between the lines."""
+    `[×N]` line, which shows a variable part only where it differs between the lines. Lines marked
+    `exact` (stack frames: `Stage1.apply(Stage1.java:41)` is not `Stage2…`) fold only with equal lines."""
     group_of: list[int] = []
     members: list[list[int]] = []
     first: list[tuple[str, tuple[str, ...]]] = []
     same: list[list[bool]] = []
     index: dict[str, int] = {}
     for i, line in enumerate(lines):
-        key, values = _mask(" ".join(line.split()))  # runs of spaces (aligned columns) do not matter
+        if exact is not None and exact[i]:
+            key, values = "\x00" + " ".join(line.split()), ()
+        else:
+            key, values = _mask(" ".join(line.split()))  # runs of spaces (aligned columns) do not matter
         g = index.setdefault(key, len(members))
         if g == len(members):
             members.append([])
@@ -158,38 +164,15 @@ def _fold(lines: list[str]) -> tuple[list[int], list[list[int]], list[str]]:
     shown = []
     for g, (line, _) in enumerate(first):
         flags = iter(same[g])
-        text = VARIABLE.sub(lambda m: m.group() if next(flags) else f"<{m.lastgroup}>", line.rstrip())
+        text = VARIABLE.sub(lambda m: m.group() if next(flags, True) else f"<{m.lastgroup}>", line.rstrip())
         shown.append(f"[×{len(members[g]):,}] {clip(text, LINE_CHARS)}")
     return group_of, members, shown
 
 
-def _log_priorities(lines: list[str]) -> list[float]:
-    """Errors (with their stack traces) and warnings first, then the tail, then the head."""
-    n = len(lines)
-    priority = [10.0] * n
-    for i in range(min(HEAD_LINES, n)):
-        priority[i] = 70.0
-    for i in range(max(0, n - TAIL_LINES), n):
-        priority[i] = 80.0 + (i - n) / 1000  # the last lines first
-    for i, line in enumerate(lines):
-        if _WARNING.search(line):
-            priority[i] = max(priority[i], 86.0)
-        if _PROBLEM.search(line):
-            priority[i] = max(priority[i], 90.0)
-            j = i + 1
-            while j < n and j - i <= TRACE_LINES and _TRACE.match(lines[j]) and not LOG_LINE.match(lines[j]):
-                priority[j] = max(priority[j], 84.0)
-                j += 1
-            if j > i + 1 and j < n and lines[j - 1][:1].isspace() and _RAISED.match(lines[j]):
-                j += 1  # Python's trace ends with the exception, unindented: `PaymentDeclined: card_declined`
-            if j > i + 1:
-                priority[j - 1] = max(priority[j - 1], 89.0)  # a trace ends with what went wrong
-    return priority
-
-
-def _log_entries(lines: list[str], ctx: DigestContext) -> tuple[list[_Entry], list[list[int]]]:
-    group_of, members, folded = _fold(lines)
-    priority = _log_priorities(lines)
+def _log_entries(lines: list[str], ctx: DigestContext) -> tuple[list[_Entry], list[list[int]], list[bool]]:
+    priority, problem = log_priorities(lines)
+    frames = [p and not LOG_LINE.match(line) for p, line in zip(problem, lines)]  # a trace's lines, not log records
+    group_of, members, folded = _fold(lines, frames)
     entries: list[_Entry] = []
     raw_mentions: Counter = Counter()  # a folded group offers its first two mentioned lines raw
     naming = ctx.mentions.lines_naming(lines)
@@ -198,24 +181,40 @@ def _log_entries(lines: list[str], ctx: DigestContext) -> tuple[list[_Entry], li
         raw = clip(line.rstrip(), LINE_CHARS)
         mentioned = naming[i]
         if len(members[g]) == 1:
-            entries.append(_Entry(i, 0, 95.0 if mentioned else priority[i], raw))
+            entries.append(_Entry(i, 0, priority[i] if problem[i] else 95.0 if mentioned else priority[i], raw))
             continue
         if members[g][0] == i:  # big groups rank with the tail: they say what the log is mostly about
             size = len(members[g])
             rank = 82.0 + min(9, len(str(size))) / 10 if size >= 10 else 65.0
-            entries.append(_Entry(i, 0, max(priority[i], rank), folded[g], g))
+            top = max(priority[k] for k in members[g]) if any(problem[k] for k in members[g]) else 0.0
+            entries.append(_Entry(i, 0, max(priority[i], rank, top), folded[g], g))  # a repeated error: [×N], kept
         if mentioned and raw_mentions[g] < 2:
             raw_mentions[g] += 1
             entries.append(_Entry(i, 1, 95.0, raw))
         elif i >= len(lines) - TAIL_LINES:  # the tail, as it was
-            entries.append(_Entry(i, 1, priority[i], raw))
-    return entries, members
+            entries.append(_Entry(i, 1, min(priority[i], 90.0), raw))  # the group's [×N] line keeps a repeated error
+    return entries, members, problem
+
+
+def _errors_first(entries: list[_Entry], render: Callable[[list[_Entry]], str], ctx: DigestContext) -> list[_Entry]:
+    """The error and trace entries the digest keeps whatever its budget, most important first: all
+    of them when they fit in `LOG_ERRORS_MAX_TOKENS`. When they take more than half the budget, the
+    budget grows so that the other lines (mentioned ones, warnings, the tail) still get half of it."""
+    needed = sorted((e for e in entries if e.priority >= TRACE_PRIORITY), key=lambda e: (-e.priority, e.at, e.sub))
+    if not needed:
+        return []
+    cap = max(ctx.budget, LOG_ERRORS_MAX_TOKENS)
+    if ctx.count(render(needed)) > cap:
+        needed = needed[: largest(len(needed), lambda k: ctx.count(render(needed[:k])) <= cap)]
+    ctx.budget = max(ctx.budget, ctx.count(render(needed)) + ctx.budget // 2)
+    return needed
 
 
 def _digest_log(text: str, ctx: DigestContext) -> str:
     lines = text.rstrip("\n").split("\n")
-    entries, members = _log_entries(lines, ctx)
+    entries, members, problem = _log_entries(lines, ctx)
     n = len(lines)
+    problems = sum(problem)
 
     def render(chosen: list[_Entry]) -> str:
         accounted = bytearray(n)
@@ -235,10 +234,12 @@ def _digest_log(text: str, ctx: DigestContext) -> str:
             if e is not None:
                 out.append(e.text)
                 previous = max(previous, e.at)
-        head = f"[log of {n:,} lines, {accounted.count(0):,} not shown{ctx.recall('any line')}]"
+        missing = sum(1 for i in range(n) if problem[i] and not accounted[i]) if problems else 0
+        errors = f"; {missing:,} of {problems:,} error and trace lines not shown" if missing else ""
+        head = f"[log of {n:,} lines, {accounted.count(0):,} not shown{errors}{ctx.recall('any line')}]"
         return "\n".join([head, *out])
 
-    return _fit_lines(entries, render, ctx)
+    return _fit_lines(entries, render, ctx, _errors_first(entries, render, ctx))
 
 
 # ---------------------------------------------------------------------------- code

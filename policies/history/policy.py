@@ -1,8 +1,8 @@
 """The `history` policy: detect distraction (too much history) and compact it at rare, frozen events.
 
 Detection (RF-006): the history (messages after the system prompt) over `max_messages` or
-`max_tokens` is a distraction, MEDIUM, or HIGH beyond twice a limit; it is reported as an action,
-a metric and a warning log.
+`max_tokens` is a distraction, MEDIUM, or HIGH beyond twice a limit; it is reported as an action
+and a metric on every request, and as a warning log once per session.
 
 Mitigation is cache-stable. Providers' prompt caches hit only while each request starts with the
 previous one's bytes, so the history is rewritten only at compaction events (events.py): when the
@@ -10,7 +10,8 @@ budget's `compress` mark is passed (compacting down to `target`), when a distrac
 enough to compact (`event_min_exchanges` / `event_min_tokens`), or when units grow older than
 `max_age_s`. An event turns everything before the verbatim tail (the last `keep_recent`
 messages; the current user message stays too) into summary blocks (compose.py: a summary of what
-was said, a digest per tool result, refs to the archived originals). Blocks are frozen: later
+was said, a digest per tool result, refs to the archived originals), forwarded in user turns, never
+as a late system message (placement.py). Blocks are frozen: later
 requests forward them byte for byte and append after them. Which events happened is replayed
 from the content on every request, so a restart or another replica forwards the same bytes.
 """
@@ -28,16 +29,18 @@ from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cp
 from ..cache import LRU
 from ..messages import Message, system_prefix_length
 from ..text.tokens import REPLY_PRIMING
-from .blocks import SUMMARY_TAG, BlockCache, SummaryBlock, span_key
+from .blocks import BlockCache, SummaryBlock, span_key
 from .compose import Sizing, UnitCosts, mentions_after, result_lines, split_span
 from .events import Marks, Plan, PlannedSegment, plan
 from .layout import Body
+from .placement import Gap, Item, Note, place
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
 from .scratchpad import NO_OWNER, owner_of, refs_in, shared_scratchpad, span_ref
 from .summarizer import Summarizer, SummaryResult, render_transcript
 from .timestamps import message_times
 
 log = logging.getLogger("ctxwarden.history")
+WARNED_SESSIONS = 10_000  # sessions whose distraction was logged (least recently used forgotten first)
 
 
 class HistoryConfig(PolicyConfig):
@@ -89,6 +92,7 @@ class HistoryPolicy(BasePolicy):
         self.scratchpad = shared_scratchpad(services)
         self._tokens: LRU[tuple[str, str], int] = LRU(100_000)  # shared by concurrent requests' threads
         self._inflight: dict[str, asyncio.Future] = {}  # block key → the block being made for it
+        self._warned: LRU[tuple[str | None, str], bool] = LRU(WARNED_SESSIONS)  # sessions told of their distraction
 
     # ------------------------------------------------------------------ entry
 
@@ -110,11 +114,10 @@ class HistoryPolicy(BasePolicy):
         layout = await run_cpu(ex.heavy, self._plan, ex, body, fixed, any(t is not None for t in times))
         if layout.frontier == 0:
             return None
-        role = ex.messages[0].get("role", "system") if n_sys else "system"
         made: list[str] = []
-        frozen = [await self._materialize(ex, body, seg, role, made) for seg in layout.segments]
+        frozen = [await self._materialize(ex, body, seg, made) for seg in layout.segments]
         tail = body.messages[body.span(layout.frontier, layout.frontier)[0]:]
-        ex.messages = [*ex.messages[:n_sys], *(m for part in frozen for m in part), *tail]
+        ex.messages = [*ex.messages[:n_sys], *place([*(m for part in frozen for m in part), *tail])]
         self._finish(ex, body, layout, fixed, made, started)
         return None
 
@@ -161,26 +164,37 @@ class HistoryPolicy(BasePolicy):
         return count
 
     def _report(self, ex: Exchange, d: Distraction) -> None:
+        """Reported (action, metric) on every request; logged once per session, since a long history
+        stays long: a WARNING on every step of an agent would drown the log."""
         cfg: HistoryConfig = self.config
         self.record(ex, "distraction", severity=d.severity, messages=d.messages, tokens=d.tokens,
                     max_messages=cfg.max_messages, max_tokens=cfg.max_tokens)
         self.services.metrics.add("ctxwarden.history.distraction", 1, severity=d.severity)
+        key = ex.session_key
+        if self._warned.get(key):
+            return
+        self._warned.put(key, True)
         log.warning(
             "DISTRACTION severity=%s request=%s: history of %d messages / %d tokens exceeds %d messages / %d tokens; "
-            "recommended action: summarize or slide the window", d.severity, ex.request_id, d.messages, d.tokens,
+            "recommended action: summarize or slide the window (logged once per session; counted in "
+            "ctxwarden.history.distraction)", d.severity, ex.request_id, d.messages, d.tokens,
             cfg.max_messages, cfg.max_tokens,
         )
 
     # ------------------------------------------------------------------ blocks
 
-    async def _materialize(self, ex: Exchange, body: Body, seg: PlannedSegment, role: str, made: list[str]) -> list[Message]:
+    async def _materialize(self, ex: Exchange, body: Body, seg: PlannedSegment, made: list[str]) -> list[Item]:
+        """A segment's items: its messages (kept), the block's note (placement.py puts it on the
+        user's side), or a gap (trimmed)."""
         if seg.kind == "trim":
-            return []
+            n = body.message_count(seg.start, seg.end)
+            return [Gap(f"[ctxwarden: {n} earlier message{'s' if n != 1 else ''} older than "
+                        f"{self.config.max_age_s:g} s left out]")]
         if seg.kind == "keep":
             start, end = body.span(seg.start, seg.end)
             return body.messages[start:end]
         block = await self._block(ex, body, seg, made)
-        return [block.message(role)]
+        return [Note(block.content())]
 
     def _key(self, ex: Exchange, body: Body, seg: PlannedSegment) -> str:
         """Span + the event boundary (digests look ahead to it) + the children of a roll-up."""
@@ -279,18 +293,20 @@ class HistoryPolicy(BasePolicy):
 
     # ------------------------------------------------------------------ result
 
-    def _forwarded_history_tokens(self, ex: Exchange, body: Body, layout: Plan) -> int:
-        tokens = body.token_count(layout.frontier, len(body.units))
+    def _forwarded_history_tokens(self, ex: Exchange, body: Body) -> int:
+        """The forwarded history's tokens: the client's messages by their cached counts, the
+        messages placement made (summaries, alone or in a user turn) counted now."""
+        known = {id(m): t for m, t in zip(body.messages, body.tokens)}
         n_sys = system_prefix_length(ex.messages)
+        total = 0
         for msg in ex.messages[n_sys:]:
-            if isinstance(msg.get("content"), str) and msg["content"].startswith(SUMMARY_TAG):
-                tokens += self.services.tokens.count_message(msg, ex.model)
-        tokens += sum(body.token_count(s.start, s.end) for s in layout.segments if s.kind == "keep")
-        return tokens
+            hit = known.get(id(msg))
+            total += hit if hit is not None else self.services.tokens.count_message(msg, ex.model)
+        return total
 
     def _finish(self, ex: Exchange, body: Body, layout: Plan, fixed: int, made: list[str], started: float) -> None:
         before = fixed + sum(body.tokens)
-        after = fixed + self._forwarded_history_tokens(ex, body, layout)
+        after = fixed + self._forwarded_history_tokens(ex, body)
         last = layout.events[-1]
         if last.at == len(body.units):  # this request is itself a compaction event
             self.record(ex, "compaction", reason=last.reason, events=len(layout.events), frontier_messages=body.span(last.end, last.end)[0],

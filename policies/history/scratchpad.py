@@ -36,6 +36,7 @@ from typing import Any, Iterable
 from ..base import Exchange, Services, user_and_task
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text
+from .blocks import summary_sections
 
 log = logging.getLogger("ctxwarden.scratchpad")
 
@@ -83,12 +84,18 @@ def stub_text(ref: str, tokens: int, digest: str) -> str:
 
 
 def refs_in(messages: Iterable[Message]) -> list[str]:
-    """Archive refs the forwarded messages mention (stubs and summaries)."""
+    """Archive refs the forwarded messages mention: stubs (tool results) and the proxy's summaries
+    (in user turns; what the user typed there is not read)."""
     found: list[str] = []
     for msg in messages:
-        if msg.get("role") not in ("tool", "system", "developer"):
+        role = msg.get("role")
+        if role == "user":
+            texts = summary_sections(msg)
+        elif role in ("tool", "system", "developer"):
+            texts = [content_text(msg)]
+        else:
             continue
-        for ref in REF_RE.findall(content_text(msg)):
+        for ref in (r for text in texts for r in REF_RE.findall(text)):
             if ref not in found:
                 found.append(ref)
     return found
