@@ -237,7 +237,7 @@ def disconnect(server, upstream_url: str, leave_after: float) -> None:
             verdict = "stopped"
         else:
             verdict = f"ran on: {after:.2f} of the {left:.2f} s the request had left"
-        print(f"\n[the client leaves: 5 MB of prose to model big, default policies]")
+        print("\n[the client leaves: 5 MB of prose to model big, default policies]")
         print(f"  waited for: {whole['status']} in {whole['s']:.2f} s, {full:.2f} s server CPU")
         print(f"  {leave_after:g} s client timeout: {row['status']} after {row['s']:.2f} s; server CPU while the client waited "
               f"{waited:.2f} s, in the 5 s after it left {after:.2f} s → {verdict}")

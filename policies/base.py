@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, ClassVar, Literal, Protocol, Sequen
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import CtxwardenError, HintError
+from .errors import check_name
 from .messages import Message, Tool
 
 Pressure = Literal["none", "compress", "aggressive"]
@@ -180,18 +180,6 @@ class RequestNotes:
     cancelled: threading.Event = field(default_factory=threading.Event)
 
 
-# A tenant names a namespace of state and storage; one rule for the header and the admin API.
-MAX_TENANT_LENGTH = 128
-
-
-class TenantError(CtxwardenError, ValueError):
-    """An invalid tenant name; the message names it and says why (an HTTP 400)."""
-
-    def __init__(self, message: str, param: str = "x-ctxwarden-tenant") -> None:
-        super().__init__(message)
-        self.param = param
-
-
 # About 1 ms of tokenizing when nothing is cached yet. Below it, a worker-thread hop (≈0.1 ms with
 # the GIL contended, and a context switch for every other request) costs more than the work it moves.
 HEAVY_BODY_BYTES = 32_000
@@ -200,32 +188,6 @@ HEAVY_BODY_BYTES = 32_000
 async def run_cpu(heavy: bool, fn: Callable[..., Any], /, *args: Any) -> Any:
     """`fn(*args)`: in a worker thread when the caller judges the work `heavy` (≳ 1 ms), else inline."""
     return await asyncio.to_thread(fn, *args) if heavy else fn(*args)
-
-
-def check_tenant(name: str, param: str = "x-ctxwarden-tenant") -> str:
-    """`name` unchanged when it is a valid tenant name; TenantError (saying which and why) if not."""
-    if not isinstance(name, str):
-        raise TenantError(f"{param}: the tenant must be a string, got {type(name).__name__}", param)
-    if not name:
-        raise TenantError(f"{param}: the tenant name is empty (omit it for the shared namespace)", param)
-    if len(name) > MAX_TENANT_LENGTH:
-        raise TenantError(f"{param}: the tenant name {name[:40]!r}… is {len(name)} characters long "
-                          f"(at most {MAX_TENANT_LENGTH})", param)
-    if not name.isprintable():
-        raise TenantError(f"{param}: the tenant name {name!r} contains control or non-printable characters", param)
-    return name
-
-
-MAX_NAME_LENGTH = 256  # of a user or task name: whose request it is inside its tenant (memory, archive)
-
-
-def check_name(value: object, param: str) -> str:
-    """A user or task name: a printable string of 1-256 characters (HintError, an HTTP 400, if not)."""
-    if not isinstance(value, str) or not value:
-        raise HintError(f"{param} must be a non-empty string", param)
-    if len(value) > MAX_NAME_LENGTH or not value.isprintable():
-        raise HintError(f"{param} must be at most {MAX_NAME_LENGTH} printable characters", param)
-    return value
 
 
 def user_and_task(ex: Exchange, check: bool = True) -> tuple[str, str]:

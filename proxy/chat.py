@@ -18,13 +18,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ctxwarden.policies.base import HEAVY_BODY_BYTES, Answer, Block, Exchange, Reject, Respond, Verdict
 from ctxwarden.policies.messages import content_text
 
+from .answers import completion_chunks, completion_object, disconnected
 from .errors import ProxyError, error_body
 from .genai import UpstreamCall, fail_span, provider_name, server_span
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
 from .prefix_watch import PrefixWatch
 from .proxy_tools import ProxyToolRounds
-from .streaming import sse
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
 from .tenants import TenantError, check_tenant
@@ -76,38 +76,6 @@ def tenant_of(hints: dict[str, str]) -> str | None:
         return check_tenant(name)
     except TenantError as exc:
         raise ProxyError(400, "invalid_tenant", str(exc), param=exc.param) from exc
-
-
-def completion_object(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> dict[str, Any]:
-    """An answer the proxy wrote, marked by a top-level "ctxwarden" field (SDKs keep unknown fields)."""
-    return {
-        "id": f"chatcmpl-{ex.request_id}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": ex.model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": content, "refusal": None},
-            "logprobs": None,
-            "finish_reason": finish_reason,
-        }],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        "ctxwarden": {"author": "proxy", "reason": reason},
-    }
-
-
-def completion_chunks(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> list[bytes]:
-    """The same answer as SSE chunks; the first one carries the "ctxwarden" mark."""
-    base = {"id": f"chatcmpl-{ex.request_id}", "object": "chat.completion.chunk", "created": int(time.time()), "model": ex.model}
-    chunks = [
-        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": None}],
-         "ctxwarden": {"author": "proxy", "reason": reason}},
-        {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish_reason}]},
-    ]
-    options = ex.body.get("stream_options")
-    if isinstance(options, dict) and options.get("include_usage") is True:
-        chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
-    return [sse.encode(c) for c in chunks] + [sse.DONE]
 
 
 class ChatHandler:
@@ -202,7 +170,7 @@ class ChatHandler:
         if ex.body_bytes < HEAVY_BODY_BYTES:
             return await self.pipeline.run_request(ex)
         work = asyncio.ensure_future(self.pipeline.run_request(ex))
-        gone = asyncio.ensure_future(_disconnected(request))
+        gone = asyncio.ensure_future(disconnected(request))
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -382,13 +350,6 @@ class UpstreamJSON(JSONResponse):
             return super().render(content)
         except UnicodeEncodeError:
             return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
-
-
-async def _disconnected(request: Request) -> None:
-    """Returns when the client disconnects (the body is read already: the server's next message is
-    the disconnect)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 async def relay_error(response: httpx.Response) -> Response:

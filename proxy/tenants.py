@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from ctxwarden.policies.base import MAX_TENANT_LENGTH, TenantError, check_tenant  # noqa: F401 (the proxy's entry point)
+from ctxwarden.policies.errors import MAX_TENANT_LENGTH, TenantError, check_tenant  # noqa: F401 (the proxy's entry point)
 
 SLUG_LENGTH = 40  # the readable part of a storage name; the hash tells names apart
 HASH_LENGTH = 16  # hex digits of sha256(tenant): 64 bits

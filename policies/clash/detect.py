@@ -63,8 +63,7 @@ class Located:
 class Clash:
     type: str
     older: Located
-    newer: Located
-    simultaneous: bool  # both in one message with nothing saying which came last
+    newer: Located  # in a later message than `older`: values within one message never clash
     detector: str = "local"
 
     @property
@@ -88,11 +87,11 @@ class Clash:
         return self.type == DUPLICATE_FACTS
 
 
-def clash_type(newer: Statement, simultaneous: bool) -> str:
+def clash_type(newer: Statement) -> str:
     if newer.kind == "preference":
         return CONTRADICTORY_PREFERENCES
-    if newer.kind == "fact" or simultaneous:
-        return CONFLICTING_FACTS  # with no order, neither value is the outdated one
+    if newer.kind == "fact":
+        return CONFLICTING_FACTS
     return OUTDATED_INFORMATION
 
 
@@ -225,7 +224,7 @@ def slot_clashes(items: list[Located], matcher: Matcher, agent: AgentTurns, acro
                 if not agent.acted_on(older, newer):
                     out.append(make_clash(older, newer))
             elif not duplicate_seen and older.message != newer.message and duplicates(older.st, newer.st, matcher):
-                out.append(Clash(DUPLICATE_FACTS, older, newer, simultaneous=False))
+                out.append(Clash(DUPLICATE_FACTS, older, newer))
                 duplicate_seen = True
     return out
 
@@ -268,5 +267,4 @@ def related_clashes(ordered: list[Located], matcher: Matcher, taken: set[tuple[i
 
 
 def make_clash(older: Located, newer: Located, detector: str = "local", type_: str | None = None) -> Clash:
-    simultaneous = older.message == newer.message and not newer.st.changes
-    return Clash(type_ or clash_type(newer.st, simultaneous), older, newer, simultaneous, detector)
+    return Clash(type_ or clash_type(newer.st), older, newer, detector)

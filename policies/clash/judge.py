@@ -126,7 +126,7 @@ class Judge:
             a = _located(older, f, f["older_value"], texts)
             b = _located(newer, f, f["newer_value"], texts)
             clashes.append(make_clash(a, b, detector="judge", type_=f["type"]) if f["type"] != DUPLICATE_FACTS
-                           else Clash(DUPLICATE_FACTS, a, b, simultaneous=False, detector="judge"))
+                           else Clash(DUPLICATE_FACTS, a, b, detector="judge"))
         return sorted(clashes, key=lambda c: (c.newer.order, c.older.order))
 
 

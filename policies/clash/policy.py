@@ -278,7 +278,7 @@ class ClashPolicy(BasePolicy):
     def _ask(self, ex: Exchange, res: Resolution, state: SessionState) -> Respond:
         c = res.ask
         assert c is not None
-        reason = "simultaneous" if c.simultaneous else "ask_user"
+        reason = "ask_user"
         if c.key not in state.asked:
             state.asked.add(c.key)
             self._count("detected", c)

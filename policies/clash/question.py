@@ -59,17 +59,11 @@ def _quote(text: str, limit: int = 160) -> str:
 
 
 def question(c: Clash, texts: Texts) -> str:
-    """The clarifying question for one clash."""
+    """The clarifying question for one clash (strategy ask_user). Its first words say the proxy
+    asks, not the model; the user's reply is read on the next turn."""
     first, second = option(c.older, texts), option(c.newer, texts)
-    if c.simultaneous:
-        return (
-            f"Before I go on, one thing to check: your message gives two different values for the {c.label}: "
-            f"\"{first}\" and \"{second}\". Which one is right?\n"
-            f"1. {first}\n2. {second}\n"
-            "If one of them changed (for example, you moved), tell me which one is current."
-        )
     return (
-        f"Before I go on, one thing to check: earlier you said \"{_quote(sentence_of(c.older, texts))}\", "
+        f"[ctxwarden] Before I go on, one thing to check: earlier you said \"{_quote(sentence_of(c.older, texts))}\", "
         f"but now you said \"{_quote(sentence_of(c.newer, texts))}\". Which {c.label} should I go with?\n"
         f"1. {first}\n2. {second}\n3. Flexible, either is fine\n"
         "Reply with 1, 2 or 3, or in your own words."
@@ -118,7 +112,7 @@ def parse_choice(reply: str, c: Clash, texts: Texts) -> Choice | None:
     first, second = bool(_FIRST.search(lower)), bool(_SECOND.search(lower))
     if first != second:
         return "older" if first else "newer"
-    if not c.simultaneous and _FLEXIBLE.search(lower):
+    if _FLEXIBLE.search(lower):
         return "both"
     return _by_words(lower, option(c.older, texts), option(c.newer, texts))
 

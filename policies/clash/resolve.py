@@ -11,8 +11,6 @@
 - An explicit correction ("correction: ...", "sorry, I meant ...", "actually, make it ...") is an
   update, not a disagreement: the corrected statement loses as under prefer_recent, whatever the
   strategy, and the policy reports it as a correction.
-- Statements that clash inside one message with nothing saying which came last cannot be
-  ordered: the proxy asks whatever the strategy; in the history they stay.
 
 Clashes are settled oldest-newest first; a statement that already lost is not judged again, so
 "budget → luxury → budget" leaves the last "budget" live and both earlier ones superseded.
@@ -111,8 +109,6 @@ def _decide(c: Clash, strategy: str, asked: str, messages: Sequence[Message], te
         return _auto(strategy)
     if c.correction:  # "sorry, I meant ...": an update, whatever editing strategy was chosen
         return Decision("newer", "correction")
-    if c.simultaneous:
-        return Decision("ask", "unordered") if pending else Decision("both", "unordered")
     if strategy == "ask_user":
         return Decision("ask", "ask_user") if pending else Decision("newer", "prefer_recent")
     return _auto(strategy)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..base import TenantError, check_name, check_tenant
+from ..errors import TenantError, check_name, check_tenant
 from ..text.statements.extract import extract
 from .calibrate import Calibration
 from .config import KINDS, MemoryConfig

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, Protocol
 
-from ..base import TenantError, check_tenant
+from ..errors import TenantError, check_tenant
 from ..errors import CtxwardenError
 from .kb import Document, DocumentError, KnowledgeBase, parse_documents
 from .quarantine import APPROVED, REJECTED, STATUSES, QuarantineStore
@@ -53,7 +53,7 @@ class BadRequest(CtxwardenError):
 
 def tenant_param(value: Any, param: str = "tenant") -> str | None:
     """A `tenant` parameter: None when absent or empty (the shared namespace); else the tenant rule
-    (base.check_tenant), or BadRequest naming it."""
+    (errors.check_tenant), or BadRequest naming it."""
     if value is None or value == "":
         return None
     try:

@@ -1,0 +1,52 @@
+"""Answers the proxy writes itself (a Respond verdict), in the chat completions shape, and the
+client's leaving, which the handler watches while the policies work."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+
+from ctxwarden.policies.base import Exchange
+
+from .streaming import sse
+
+
+def completion_object(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> dict[str, Any]:
+    """An answer the proxy wrote, marked by a top-level "ctxwarden" field (SDKs keep unknown fields)."""
+    return {
+        "id": f"chatcmpl-{ex.request_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": ex.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": None},
+            "logprobs": None,
+            "finish_reason": finish_reason,
+        }],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "ctxwarden": {"author": "proxy", "reason": reason},
+    }
+
+
+def completion_chunks(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> list[bytes]:
+    """The same answer as SSE chunks; the first one carries the "ctxwarden" mark."""
+    base = {"id": f"chatcmpl-{ex.request_id}", "object": "chat.completion.chunk", "created": int(time.time()), "model": ex.model}
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": None}],
+         "ctxwarden": {"author": "proxy", "reason": reason}},
+        {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish_reason}]},
+    ]
+    options = ex.body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+    return [sse.encode(c) for c in chunks] + [sse.DONE]
+
+
+async def disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the body is read already: the server's next message is
+    the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
