@@ -178,6 +178,9 @@ class RequestNotes:
     session_docs: dict[str, str] | None = None  # the session's state as the shared backend holds it (None: local)
     # set by the proxy when the client disconnects: work in worker threads checks it (deadline.Deadline) and stops
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # notes to the model the pipeline appends after every request policy ran (messages.append_note), so no
+    # later policy takes a note for the user's latest words; in the order given
+    end_notes: list[str] = field(default_factory=list)
 
 
 # About 1 ms of tokenizing when nothing is cached yet. Below it, a worker-thread hop (≈0.1 ms with

@@ -11,6 +11,7 @@ from opentelemetry.trace import INVALID_SPAN, Status, StatusCode
 
 from ctxwarden.policies.base import Answer, BasePolicy, Block, Exchange, Outcome, Reject, Respond, Services, Verdict
 from ctxwarden.policies.budget import BudgetPolicy
+from ctxwarden.policies.messages import append_note
 
 from .config import Settings
 from .registry import policy_class
@@ -67,6 +68,8 @@ class Pipeline:
             verdict = await self._call(policy, "on_request", ex)
             if verdict:
                 return verdict
+        if ex.notes.end_notes:  # after every policy: none of them reads a note as the user's words
+            ex.messages = append_note(ex.messages, "\n\n".join(ex.notes.end_notes))
         if self.budget:
             return await self._call(self.budget, "check_final", ex, span_name="budget.final")
         return None

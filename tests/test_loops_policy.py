@@ -10,6 +10,7 @@ from ctxwarden.policies.base import Exchange, Respond, Services
 from ctxwarden.policies.cache import LRU
 from ctxwarden.policies.loops.policy import LoopsConfig, LoopsPolicy
 from ctxwarden.policies.loops.state import SessionState
+from ctxwarden.policies.messages import append_note
 from tests.test_loops_detect import A, B, C, convo
 
 
@@ -71,8 +72,10 @@ def test_inject_appends_a_note_after_the_tail_keeping_the_prefix():
     before = copy.deepcopy(msgs)
     ex = exchange(msgs)
     assert run(policy.on_request(ex)) is None
-    assert ex.messages[:-1] == before and msgs == before  # client's list untouched, prefix byte-identical
-    note = ex.messages[-1]
+    assert ex.messages == before and len(ex.notes.end_notes) == 1  # the pipeline appends it after every policy
+    forwarded = append_note(ex.messages, ex.notes.end_notes[0])
+    assert forwarded[:-1] == before and msgs == before  # client's list untouched, prefix byte-identical
+    note = forwarded[-1]
     assert note["role"] == "user" and note["content"].startswith("[ctxwarden] Loop guard")  # never a late system message
     assert "search_flights(" in note["content"] and "change approach" in note["content"].lower()
     assert ex.action_labels() == ["loops.inject"]
@@ -85,8 +88,9 @@ def test_inject_never_adds_a_system_or_developer_message_after_the_first():
     msgs[0] = {"role": "developer", "content": "You are a travel agent."}
     ex = exchange(msgs)
     run(policy.on_request(ex))
-    assert [m["role"] for m in ex.messages[1:] if m["role"] in ("system", "developer")] == []
-    assert ex.messages[-1]["role"] == "user" and ex.messages[-2]["role"] == "tool"
+    forwarded = append_note(ex.messages, "\n\n".join(ex.notes.end_notes))
+    assert [m["role"] for m in forwarded[1:] if m["role"] in ("system", "developer")] == []
+    assert forwarded[-1]["role"] == "user" and forwarded[-2]["role"] == "tool"
 
 
 def test_inject_note_is_the_same_bytes_for_the_same_request():
@@ -95,7 +99,7 @@ def test_inject_note_is_the_same_bytes_for_the_same_request():
         policy, _ = make_policy(action="inject")  # a fresh policy: a restart or another replica
         ex = exchange(convo(A(), B(), A(), B(), A(), B()))
         run(policy.on_request(ex))
-        notes.append(ex.messages[-1])
+        notes.append(ex.notes.end_notes)
     assert notes[0] == notes[1]
 
 

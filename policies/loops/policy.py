@@ -13,8 +13,9 @@ Independently it is a per-session circuit breaker: exchanges refused by other po
 same turn is answered with an error-state message instead of being forwarded again. A success
 resets the count; a new user message gets one trial.
 
-The note goes at the END of the forwarded messages (messages.append_note: inside the last user
-message, or as a user message after the last tool results), never as a system message — many
+The note goes at the END of the forwarded messages (`ex.notes.end_notes`: the pipeline appends it
+after every request policy ran, inside the last user message or as a user message after the last
+tool results, so no later policy reads it as the user's request), never as a system message — many
 providers' templates accept a system message only first. Every byte the client sent before it
 stays a byte-identical prefix, so the provider's prompt cache still covers the conversation, and
 the note is the most recent thing the model reads. Its text is derived from the loop alone, so
@@ -31,7 +32,7 @@ from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
 from ..cache import stable_hash
-from ..messages import Message, append_note, content_text, last_user_index
+from ..messages import Message, content_text, last_user_index
 from ..state import SessionLRU
 from .detect import Loop, find_loop, turn_start
 from .replies import error_state_answer, loop_note, stop_answer
@@ -106,7 +107,7 @@ class LoopsPolicy(BasePolicy):
         if noted_at is not None and loop.tool_rounds > noted_at:
             return self._stop(ex, loop, after_note=True)  # the model saw the note and carried on
         state.remember_note(key, loop.tool_rounds)  # first note, or the same request sent again
-        ex.messages = append_note(ex.messages, loop_note(loop))
+        ex.notes.end_notes.append(loop_note(loop))
         self.services.metrics.add("ctxwarden.loops.injections", 1, kind=loop.kind)
         self.record(ex, "inject", **self._detail(loop))
         return None
@@ -142,7 +143,7 @@ class LoopsPolicy(BasePolicy):
             ex.session_id, state.failures, " → ".join(state.failure_reasons),
         )
         return Respond(error_state_answer(state.failures, state.failure_reasons[-state.failures:]),
-                       reason="loops.retries_exhausted")
+                       reason="loops.retries_exhausted", finish_reason="content_filter")
 
     async def on_complete(self, ex: Exchange, outcome: str) -> None:
         if not self.config.max_retries:

@@ -56,6 +56,13 @@ class Step:
     tenant: str | None
     session: Hashable
     compacted: bool  # the history policy compacted this request
+    # the messages as the client sent them: what the user asked is read from these, never from a note or a
+    # summary another policy added to a user message (the forwarded `messages` still say what was called)
+    client_messages: list[Message] | None = None
+
+    @property
+    def said(self) -> list[Message]:
+        return self.messages if self.client_messages is None else self.client_messages
 
 
 @dataclass
@@ -96,7 +103,7 @@ class ToolsPolicy(BasePolicy):
             metrics.record("ctxwarden.tools.out", len(tools), model=ex.model)
             return None
         step = Step(tools, ex.messages, ex.body.get("tool_choice"), ex.model, ex.tenant, ex.session_key,
-                    compacted=any(a.label == COMPACTION_ACTION for a in ex.actions))
+                    compacted=any(a.label == COMPACTION_ACTION for a in ex.actions), client_messages=ex.original_messages)
         selection = await asyncio.to_thread(self.select, step)
         report_selection(self, ex, tools, selection)
         if len(selection.kept) < len(tools):
@@ -114,7 +121,7 @@ class ToolsPolicy(BasePolicy):
         must = set(choice.names) | called_tool_names(step.messages) | set(self.config.always_keep)
         must_names = [n for n in index.names if n is not None and n in must]  # client order
         available = set(index.positions)
-        request = request_key(step.messages)
+        request = request_key(step.said)
         loadout = self.loadouts.get(step.session)  # ranked outside the lock: other sessions need not wait
         reset = self._reset_reason(loadout, step, request)
         ranked = None
@@ -180,7 +187,7 @@ class ToolsPolicy(BasePolicy):
               degraded: str | None) -> tuple[Ranked | None, str | None]:
         """This step's relevant tools. The must-keep ones are kept anyway and their calls fill the
         query with their own names, so they anchor their servers but take no relevance slot."""
-        parts = agent_query(step.messages, self.query_weights)
+        parts = agent_query(step.said, self.query_weights)
         if not parts:
             return None, degraded
         scores, degraded = self._scores(index, parts, degraded)
