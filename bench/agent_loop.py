@@ -181,10 +181,8 @@ def main() -> None:
     args = parser.parse_args()
     model = ScriptedModel()
     upstream = serve_model(model)
-    # Default policies, but the loop guard's cap on tool rounds per user message (25) would stop a
-    # 70-step task; everything else is as a new user gets it.
-    proxy, url = start_proxy(upstream, {"models": {MODEL: {"context_window": args.window}},
-                                        "policies": {"loops": {"max_tool_rounds": None}}})
+    # Default policies, as a new user gets them (the loop guard stops repetition only, never a long task).
+    proxy, url = start_proxy(upstream, {"models": {MODEL: {"context_window": args.window}}})
     counter = TiktokenCounter()
     results = []
     try:

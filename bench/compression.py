@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from ctxwarden.policies.base import BudgetNote, Exchange, Services  # noqa: E402
 from ctxwarden.policies.history.archive import ArchiveConfig, ArchivePolicy  # noqa: E402
+from ctxwarden.policies.history.blocks import summary_sections  # noqa: E402
 from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy  # noqa: E402
 from ctxwarden.policies.history.scratchpad import Scratchpad  # noqa: E402
 from ctxwarden.policies.messages import content_text  # noqa: E402
@@ -237,9 +238,9 @@ async def compression_figures(services: Services, convs: list[tuple[list[dict], 
         after_total += tokens.count_messages(out, "gpt-4o")
         verbatim = {id(m) for m in out}
         summarized = [i for i, m in enumerate(messages) if id(m) not in verbatim]
-        summaries = [m for m in out if isinstance(m.get("content"), str) and m["content"].startswith("[ctxwarden summary")]
+        summaries = [section for m in out for section in summary_sections(m)]  # inside user turns
         span_tokens += sum(tokens.count_message(messages[i], "gpt-4o") for i in summarized)
-        summary_tokens += sum(tokens.count_message(m, "gpt-4o") for m in summaries)
+        summary_tokens += sum(tokens.count_text(section, "gpt-4o") for section in summaries)
         forwarded = text_of(out).lower()
         summarized_set = set(summarized)
         for fact in facts:

@@ -309,8 +309,9 @@ def latency(rng: random.Random, data: Any, n: int) -> None:
     print(f"\n== LoopsPolicy.on_request latency on 200-message conversations ({n} calls each) ==")
     cases = [
         ("10+ user turns, no loop", dict(single_turn=False, loop=False), {}),
-        ("one turn of 99 rounds, over max_tool_rounds (stop)", dict(single_turn=True, loop=False), {}),
-        ("one turn of 99 rounds, no round limit, no loop", dict(single_turn=True, loop=False), {"max_tool_rounds": None}),
+        ("one turn of 99 rounds, over a max_tool_rounds of 25 (stop)", dict(single_turn=True, loop=False),
+         {"max_tool_rounds": 25}),
+        ("one turn of 99 rounds, the default (no round limit), no loop", dict(single_turn=True, loop=False), {}),
         ("one turn ending in a period-1 loop (stop)", dict(single_turn=True, loop=True), {"max_tool_rounds": None}),
         ("inject mode, period-1 loop", dict(single_turn=True, loop=True), {"max_tool_rounds": None, "action": "inject"}),
     ]
