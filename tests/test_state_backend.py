@@ -47,10 +47,13 @@ def test_loops_state_survives_the_trip_through_a_document():
 
 def test_clash_state_survives_the_trip_through_a_document():
     state = ClashState(decisions={"c1": Decision("newer", "user")}, asked={"c1", "c2"}, seen_duplicates={"d"},
-                       judged={"h"}, judge_findings=[{"a": 1}])
+                       judged={"h"}, judge_findings=[{"a": 1}], seen_weak={"w"}, notes={"k#0": ["Earlier ...", "And ..."]})
     back = through_json(clash_encode, clash_decode, state)
     assert back.decisions == {"c1": Decision("newer", "user")} and back.asked == {"c1", "c2"}
     assert (back.seen_duplicates, back.judged, back.judge_findings) == ({"d"}, {"h"}, [{"a": 1}])
+    assert back.seen_weak == {"w"} and back.notes == {"k#0": ["Earlier ...", "And ..."]}  # a note keeps its bytes
+    older = through_json(clash_encode, clash_decode, ClashState())
+    assert older.notes == {} and older.seen_weak == set()
 
 
 def test_a_tool_loadout_survives_the_trip_and_unreadable_documents_keep_the_local_state():
