@@ -1,0 +1,1 @@
+"""Wire adapters: each API's request and answer shapes to and from the chat-completions form the policies read."""
