@@ -26,7 +26,6 @@ from typing import Any
 from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict, run_cpu
 from ..cache import LRU, stable_hash
 from ..messages import Message, content_text, last_user_index
-from ..text.window import analysis_windows
 from .admin import Route, routes
 from .assess import Assessment, assess, input_evidence, retrieve
 from .checkers import build_checker
@@ -38,7 +37,7 @@ from .gate import releasable
 from .kb import KnowledgeBase
 from .kb_gate import share
 from .quarantine import APPROVED, REJECTED, QuarantineStore
-from .scores import Scores, accuracy, completeness, relevance
+from .scores import Scores, about, accuracy, completeness, relevance
 from .stats import PoisoningStats
 
 log = logging.getLogger("ctxwarden.poisoning")
@@ -47,7 +46,6 @@ _OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
 CHECKED_ROLES = ("assistant", "tool")
 MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
 SHORT_EMBED_CHARS = 4000  # answer + question under this are embedded on the event loop (≲ 0.3 ms)
-RELEVANCE_CHARS = 8000  # of a longer answer or question, the head and tail are embedded for the relevance score
 _UNSEEN = object()
 
 
@@ -221,10 +219,7 @@ class PoisoningPolicy(BasePolicy):
 
     async def _report_scores(self, ex: Exchange, answer: Answer, assessment: Assessment) -> None:
         """Quality scores for a whole answer: header x-ctxwarden-validation, metrics, ex.notes."""
-        # relevance compares what the answer and the question are about: their head and tail say it, and a
-        # pasted megabyte would cost a second of embedding for nothing (linear, bounded: invariant 7)
-        query = _about(self._question(ex))
-        text = _about(answer.text)
+        text, query = about(answer.text), about(self._question(ex))  # head and tail: bounded (invariant 7)
         heavy = len(text) + len(query) > SHORT_EMBED_CHARS
         vectors = await run_cpu(heavy, self.services.embedder.embed, [text, query]) if query else [None, None]
         scores = Scores(relevance(vectors[0], vectors[1]), accuracy(assessment.verdicts), assessment.fresh_share,
@@ -400,8 +395,3 @@ class PoisoningPolicy(BasePolicy):
 
     def stats_snapshot(self) -> dict[str, Any]:
         return self.stats.snapshot()
-
-
-def _about(text: str) -> str:
-    """What a long text is about, for an embedding: its head and its tail (text/window.py)."""
-    return "\n".join(piece for _, piece in analysis_windows(text, RELEVANCE_CHARS))

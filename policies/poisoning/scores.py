@@ -18,7 +18,10 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..text.window import analysis_windows
 from .checkers.base import CONTRADICTED, SUPPORTED, ClaimVerdict
+
+RELEVANCE_CHARS = 8000  # of a longer answer or question, the head and tail are embedded for the relevance score
 
 WEIGHTS = {"relevance": 0.3, "accuracy": 0.4, "freshness": 0.1, "completeness": 0.2}
 
@@ -66,6 +69,12 @@ def required_fields(fmt: Any) -> list[str]:
     schema = spec.get("schema") if isinstance(spec, dict) else None
     required = schema.get("required") if isinstance(schema, dict) else None
     return [key for key in required if isinstance(key, str)] if isinstance(required, list) else []
+
+
+def about(text: str) -> str:
+    """What a text is about, for the relevance embedding: all of it, or the head and tail of a long one
+    (a pasted megabyte would cost a second of embedding and say no more)."""
+    return "\n".join(piece for _, piece in analysis_windows(text, RELEVANCE_CHARS))
 
 
 def relevance(answer_vector: Sequence[float] | None, query_vector: Sequence[float] | None) -> float:

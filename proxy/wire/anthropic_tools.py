@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxwarden.policies.errors import CtxwardenError
+
 Block = dict[str, Any]
 Message = dict[str, Any]
 UNCHANGED: Any = object()  # "the policies did not touch this": keep the body's own value
 
 
-class AnthropicWireError(ValueError):
+class AnthropicWireError(CtxwardenError, ValueError):
     """A Messages body (or an edited conversation) that cannot be converted; the message says why."""
 
 
