@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, Protocol
 
-from ..errors import TenantError, check_tenant
-from ..errors import CtxwardenError
+from ..errors import CtxwardenError, TenantError, check_tenant
 from .kb import Document, DocumentError, KnowledgeBase, parse_documents
 from .quarantine import APPROVED, REJECTED, STATUSES, QuarantineStore
 
