@@ -24,6 +24,7 @@ from .errors import ProxyError, error_body
 from .metrics_share import from_environment
 from .models import ModelInfo
 from .pipeline import Pipeline
+from .responses_api import ResponsesHandler
 from .services import build_services
 from .telemetry import Telemetry
 from .upstream.client import Upstream
@@ -52,10 +53,12 @@ def create_app(
     services = build_services(settings, telemetry, upstream, models)
     pipeline = Pipeline(settings, services, telemetry)
     chat = ChatHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
+    responses = ResponsesHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
     dashboard = Dashboard(settings, pipeline, upstream)  # registers its pipeline listener
     routes = [
         Route("/v1/chat/completions", chat.handle, methods=["POST"]),
         Route("/chat/completions", chat.handle, methods=["POST"]),
+        Route("/v1/responses", responses.handle, methods=["POST"]),  # its other routes (GET, cancel, …) are relayed
         Route("/healthz", _healthz(upstream, pipeline), methods=["GET"]),
         Route("/readyz", _readyz(upstream, pipeline, services), methods=["GET"]),
         Route("/metrics", _metrics(telemetry), methods=["GET"]),

@@ -108,7 +108,6 @@ class ChatHandler:
             try:
                 raw = await read_body(request, self.max_body_mb)
                 body = parse_json_body(raw)
-                check_chat_body(body)
                 ex = self._exchange(request_id, body, request.headers, len(raw), started)
                 span.set_attribute("gen_ai.request.model", ex.model)
                 span.set_attribute("ctxwarden.session", ex.session_id)
@@ -135,6 +134,8 @@ class ChatHandler:
             return response
 
     def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
+        """The request as the policies read it (an API's handler parses its own shape here); 400 if invalid."""
+        check_chat_body(body)
         model = body["model"]
         hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
         ex = Exchange(
@@ -195,13 +196,7 @@ class ChatHandler:
             made = completion_chunks if ex.stream else completion_object
             answer = made(ex, verdict.content, verdict.finish_reason, verdict.reason)
             return StreamingResponse(iter(answer), media_type="text/event-stream") if ex.stream else JSONResponse(answer)
-        budget = ex.notes.budget
-        if budget is not None:
-            after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after
-            self.metrics.record("ctxwarden.request.received_tokens", budget.tokens_before, model=ex.model)
-            self.metrics.record("ctxwarden.request.forwarded_tokens", after, model=ex.model)
-            span.set_attribute("ctxwarden.tokens.before", budget.tokens_before)
-            span.set_attribute("ctxwarden.tokens.after", after)
+        self._record_tokens(ex, span)
         outgoing = ex.outgoing_body()
         self._watch_prefix(ex, outgoing, span)
         litellm = uses_litellm(ex.model)
@@ -220,6 +215,16 @@ class ChatHandler:
             status = response.status_code if response is not None else getattr(exc, "status", None)
             call.finish(status, error=getattr(exc, "code", None) or type(exc).__name__)
             raise
+
+    def _record_tokens(self, ex: Exchange, span: Any) -> None:
+        """The tokens received and forwarded, as the budget counted them (metrics, span)."""
+        budget = ex.notes.budget
+        if budget is not None:
+            after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after
+            self.metrics.record("ctxwarden.request.received_tokens", budget.tokens_before, model=ex.model)
+            self.metrics.record("ctxwarden.request.forwarded_tokens", after, model=ex.model)
+            span.set_attribute("ctxwarden.tokens.before", budget.tokens_before)
+            span.set_attribute("ctxwarden.tokens.after", after)
 
     async def _send(self, ex: Exchange, raw: bytes, outgoing: dict[str, Any], litellm: bool, call: UpstreamCall) -> httpx.Response:
         if litellm:

@@ -1,7 +1,7 @@
 """A local fake OpenAI-compatible upstream, for the demo, the tests and the benchmarks.
 
-It answers /v1/chat/completions (plain or streamed) and /v1/models, records every request it
-receives, and follows a script of canned replies when given one:
+It answers /v1/chat/completions and /v1/responses (plain or streamed) and /v1/models, records
+every request it receives, and follows a script of canned replies when given one:
 
     {"content": "text"}                      an answer (streamed in word chunks when asked to stream)
     {"tool_calls": [{"name", "arguments"}]}  an assistant tool call
@@ -34,6 +34,9 @@ from starlette.routing import Route
 
 from ctxwarden.policies.messages import content_text
 
+from .wire.responses import output_message
+from .wire.responses_stream import encode_event, response_events
+
 
 @dataclass
 class Received:
@@ -63,11 +66,16 @@ class FakeUpstream:
     def chat_requests(self) -> list[Any]:
         return [r.body for r in self.received if r.path.endswith("chat/completions")]
 
+    @property
+    def responses_requests(self) -> list[Any]:
+        return [r.body for r in self.received if r.path.endswith("/responses")]
+
     # ------------------------------------------------------------------ the app
 
     def app(self) -> Starlette:
         return Starlette(routes=[
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            Route("/v1/responses", self._responses, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/embeddings", self._embeddings, methods=["POST"]),
             Route("/_script", self._set_script, methods=["POST"]),
@@ -159,6 +167,48 @@ class FakeUpstream:
             if entry.get("chunk_delay_s"):
                 await asyncio.sleep(entry["chunk_delay_s"])
 
+    async def _responses(self, request: Request) -> Response:
+        """The Responses API: the same script entries as chat (content, tool_calls, status/json, delay_s)."""
+        body = await self._record(request) or {}
+        entry = self.script.pop(0) if self.script else {}
+        if entry.get("delay_s"):
+            await asyncio.sleep(entry["delay_s"])
+        status = entry.get("status", 200)
+        if status != 200 or "json" in entry:
+            return JSONResponse(entry.get("json", {}), status_code=status, headers=entry.get("headers"))
+        self.counter += 1
+        n = self.counter
+        output: list[dict[str, Any]] = []
+        content = entry.get("content")
+        if content is None and not entry.get("tool_calls"):
+            content = f"You said: {_last_user_input(body.get('input'))}"
+        if content is not None:
+            output.append(output_message(f"msg_fake{n}", content))
+        output += [{"type": "function_call", "id": f"fc_fake{n}_{i}", "call_id": c.get("id", f"call_{n}_{i}"),
+                    "name": c["name"], "arguments": c.get("arguments", "{}"), "status": "completed"}
+                   for i, c in enumerate(entry.get("tool_calls") or [])]
+        words = max(1, len((content or "").split()))
+        response = {
+            "id": f"resp_fake{n}", "object": "response", "created_at": int(time.time()), "status": "completed",
+            "error": None, "incomplete_details": None, "instructions": body.get("instructions"),
+            "model": body.get("model", "fake-model"), "output": output, "parallel_tool_calls": True,
+            "previous_response_id": body.get("previous_response_id"), "store": bool(body.get("store", True)),
+            "temperature": None, "text": {"format": {"type": "text"}}, "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [], "top_p": None, "truncation": "disabled", "metadata": {},
+            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": words,
+                      "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 10 + words},
+        }
+        if not body.get("stream"):
+            return JSONResponse(response)
+
+        async def events() -> AsyncIterator[bytes]:
+            for event in response_events(response):
+                yield encode_event(event)
+                if entry.get("chunk_delay_s"):
+                    await asyncio.sleep(entry["chunk_delay_s"])
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
     async def _models(self, request: Request) -> Response:
         await self._record(request)
         return JSONResponse({"object": "list", "data": [
@@ -185,6 +235,19 @@ class FakeUpstream:
     async def _reset(self, request: Request) -> Response:
         self.reset()
         return JSONResponse({"ok": True})
+
+
+def _last_user_input(value: Any) -> str:
+    """The text of the last user message of a Responses `input` (a string, or items)."""
+    if isinstance(value, str):
+        return value
+    for item in reversed(value if isinstance(value, list) else []):
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict) and "text" in p)
+    return ""
 
 
 class _PathRecorder:

@@ -1,0 +1,231 @@
+"""POST /v1/responses: OpenAI's Responses API through the same policies as chat completions.
+
+The request is parsed into the chat-shaped conversation the policies read (wire/responses.py),
+the policies run exactly as for chat completions, and the edited conversation is written back in
+the Responses shape; a request no policy changed is forwarded as the client's bytes. Answers:
+
+- the proxy's own answer (a stopped loop, a question the user chose to be asked) is a Response
+  object or its event stream, marked `"ctxwarden": {"author": "proxy", ...}`;
+- a plain answer is checked as a chat answer is (a blocked one becomes the notice);
+- a stream passes through unbuffered, event by event, unless the proxy must see the whole answer
+  first: when it offered its own tools (find_tools, context_recall), whose calls it answers itself
+  in further rounds, or when the answer checker has a knowledge base to judge the answer against.
+  Then the upstream is asked for the whole answer and the client gets it as the same typed events
+  (action `proxy.stream_whole`: the text arrives at once instead of token by token).
+
+With `previous_response_id` the provider holds the earlier turns: the policies see and act on what
+the request carries (the README says what that means for compaction and clash).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, AsyncIterator
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
+
+from .chat import ChatHandler, UpstreamJSON, relay_error, relay_headers, session_of, tenant_of, upstream_error
+from .errors import ProxyError
+from .genai import UpstreamCall
+from .proxy_tools import ProxyToolRounds
+from .upstream.client import completion_json
+from .wire.responses import (
+    ParsedRequest,
+    answer_text,
+    calls_in_answer,
+    parse_request,
+    proxy_response,
+    proxy_stream_events,
+    render_request,
+    replace_answer,
+)
+from .wire.responses_stream import StreamTail, chat_usage, encode_event, response_events
+
+PATH = "responses"
+
+
+class ResponsesHandler(ChatHandler):
+    """The chat handler's path (policies, spans, metrics, headers), in the Responses API's shape."""
+
+    def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
+            raise ProxyError(400, "invalid_request", "The body must be a JSON object with a `model`.", param="model")
+        parsed = parse_request(body)
+        chat = {"model": body["model"], "messages": parsed.messages, "stream": bool(body.get("stream"))}
+        if parsed.tools is not None:
+            chat["tools"] = parsed.tools
+        if parsed.tool_choice is not None:
+            chat["tool_choice"] = parsed.tool_choice
+        for ours, theirs in (("user", "user"), ("user", "safety_identifier"), ("max_tokens", "max_output_tokens")):
+            if body.get(theirs) is not None and ours not in chat:
+                chat[ours] = body[theirs]
+        hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
+        ex = Exchange(
+            request_id=request_id, model=body["model"], messages=parsed.messages, tools=parsed.tools, body=chat,
+            stream=chat["stream"], tenant=tenant_of(hints), session_id=session_of(chat, headers), headers=hints,
+            context_window=self.models.context_window(body["model"]), body_bytes=body_bytes,
+        )
+        ex.notes.wire = (body, parsed)
+        ex.notes.upstream_headers = self.upstream.request_headers(headers)
+        ex.notes.started = started
+        return ex
+
+    async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
+        started = time.perf_counter()
+        verdict = await self._run_policies(ex, request)
+        ex.response_headers["server-timing"] = f"ctxwarden-policies;dur={(time.perf_counter() - started) * 1000:.2f}"
+        if isinstance(verdict, Reject):
+            await self.pipeline.complete(ex, "rejected")
+            return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
+        if isinstance(verdict, Respond):
+            await self.pipeline.complete(ex, "responded")
+            return self._proxy_answer(ex, verdict)
+        self._record_tokens(ex, span)
+        self._watch_prefix(ex, ex.outgoing_body(), span)
+        body, parsed = ex.notes.wire
+        outgoing = self._render(ex, body, parsed)
+        whole = bool(ex.proxy_tools) or self.pipeline.reads_answer(ex)
+        call = UpstreamCall(self.telemetry, ex.model, "openai", self.upstream.base_url)
+        response: httpx.Response | None = None
+        try:
+            if ex.stream and not whole:
+                payload = raw if outgoing is body else _encode(outgoing)
+                response = await self._post(ex, payload, stream=True)
+                if response.status_code >= 400:
+                    call.finish(response.status_code)
+                    await self.pipeline.complete(ex, "rejected")
+                    return await relay_error(response)
+                return self._passthrough(ex, response, call)
+            if ex.stream:
+                ex.record("proxy", "stream_whole", reason="proxy_tools" if ex.proxy_tools else "answer_check")
+                outgoing = {**outgoing, "stream": False}
+            payload = raw if outgoing is body else _encode(outgoing)
+            response = await self._post(ex, payload, stream=False)
+            if response.status_code >= 400:
+                call.finish(response.status_code)
+                await self.pipeline.complete(ex, "rejected")
+                return await relay_error(response)
+            return await self._answer(ex, outgoing, response, call)
+        except BaseException as exc:
+            status = response.status_code if response is not None else getattr(exc, "status", None)
+            call.finish(status, error=getattr(exc, "code", None) or type(exc).__name__)
+            raise
+
+    # ------------------------------------------------------------------ pieces
+
+    @staticmethod
+    def _render(ex: Exchange, body: dict[str, Any], parsed: ParsedRequest) -> dict[str, Any]:
+        """The Responses body to forward: `body` itself when no policy changed the conversation."""
+        if not ex.changed and not ex.proxy_tools:
+            return body
+        tools = list(ex.tools or [])
+        known = {(t.get("function") or {}).get("name") for t in tools}
+        tools += [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
+        return render_request(body, parsed, ex.messages, tools if (tools or parsed.tools is not None) else None)
+
+    async def _post(self, ex: Exchange, payload: bytes, stream: bool) -> httpx.Response:
+        result = await self.upstream.send("POST", PATH, payload, ex.notes.upstream_headers, stream=stream)
+        return result.response
+
+    def _proxy_answer(self, ex: Exchange, verdict: Respond) -> Response:
+        if ex.stream:
+            events = proxy_stream_events(ex.model, ex.request_id, verdict.content, verdict.reason)
+            return StreamingResponse(iter([encode_event(e) for e in events]), media_type="text/event-stream")
+        return JSONResponse(proxy_response(ex.model, ex.request_id, verdict.content, verdict.reason))
+
+    def _passthrough(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
+        tail = StreamTail()
+
+        async def relay() -> AsyncIterator[bytes]:
+            outcome = "cut"
+            try:
+                async for chunk in response.aiter_bytes():
+                    tail.feed(chunk)
+                    yield chunk
+                done = tail.completed()
+                outcome = "ok" if done is not None else "cut"
+                call.finish(response.status_code, chat_usage((done or {}).get("usage")), (done or {}).get("model"),
+                            error=None if done is not None else "upstream_stream_cut")
+            finally:
+                await response.aclose()
+                call.finish(response.status_code, error="client_disconnected")  # no-op once finished
+                await self.pipeline.complete(ex, outcome)
+
+        headers = relay_headers(response)
+        headers["cache-control"] = "no-cache"
+        return StreamingResponse(relay(), status_code=response.status_code, headers=headers, media_type="text/event-stream")
+
+    async def _answer(self, ex: Exchange, outgoing: dict[str, Any], response: httpx.Response, call: UpstreamCall) -> Response:
+        data = completion_json(response)
+        call.finish(response.status_code, chat_usage(data.get("usage")), data.get("model"))
+        if ex.proxy_tools:
+            data = await self._proxy_rounds(ex, outgoing, data)
+        outcome = "ok"
+        text = answer_text(data)
+        if text and self.pipeline.reads_answer(ex):
+            message = {"role": "assistant", "content": text}
+            verdict = await self.pipeline.run_response(ex, Answer(text=text, message=message, finish_reason="stop"))
+            if isinstance(verdict, Reject):
+                await self.pipeline.complete(ex, "blocked")
+                return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
+            if isinstance(verdict, Block):
+                outcome = "blocked"
+                data = replace_answer(data, verdict.notice)
+        await self.pipeline.complete(ex, outcome)
+        if ex.stream:
+            events = [encode_event(e) for e in response_events(data)]
+            return StreamingResponse(iter(events), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        return UpstreamJSON(data, status_code=response.status_code, headers=relay_headers(response))
+
+    async def _proxy_rounds(self, ex: Exchange, outgoing: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """Calls to the proxy's own tools answered here, in further rounds (at most the rounds the
+        policies allow); calls left over, or mixed with the client's, are dropped and reported."""
+        rounds = ProxyToolRounds(ex, self.max_rounds, _no_chat_round)
+        body = dict(outgoing)
+        usage: dict[str, int] = {}
+        while True:
+            _add(usage, data.get("usage"))
+            calls = {c.get("call_id"): c for c in calls_in_answer(data)}
+            chat_calls = [{"id": cid, "type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
+                          for cid, c in calls.items()]
+            proxy_calls, client_calls = rounds.split(chat_calls)
+            if not rounds.may_continue(proxy_calls, client_calls):
+                break
+            rounds.rounds += 1
+            answers = await rounds.answer(proxy_calls)
+            items = body.get("input")
+            items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+            items += [i for i in data.get("output") or [] if isinstance(i, dict) and i.get("type") in ("reasoning", "function_call")]
+            items += [{"type": "function_call_output", "call_id": a["tool_call_id"], "output": a["content"]} for a in answers]
+            body = {**body, "input": items, "stream": False}
+            response = await self._post(ex, _encode(body), stream=False)
+            if response.status_code >= 400:
+                detail = (await upstream_error(response))[0]["error"]
+                raise ProxyError(response.status_code, detail.get("code") or "upstream_error", detail.get("message") or "upstream error")
+            data = completion_json(response)
+        if proxy_calls:
+            rounds.report_dropped(proxy_calls)
+            dropped = {c["id"] for c in proxy_calls}
+            data["output"] = [i for i in data.get("output") or [] if not (isinstance(i, dict) and i.get("call_id") in dropped)]
+        if rounds.rounds and usage:
+            data["usage"] = {**(data.get("usage") or {}), **usage}
+        return data
+
+
+async def _no_chat_round(body: dict[str, Any]) -> httpx.Response:  # the rounds are driven here, in the API's shape
+    raise AssertionError("a Responses request's proxy-tool rounds never go through chat completions")
+
+
+def _add(total: dict[str, int], usage: Any) -> None:
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        if isinstance(usage, dict) and isinstance(usage.get(key), int):
+            total[key] = total.get(key, 0) + usage[key]
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
