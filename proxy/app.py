@@ -21,13 +21,14 @@ from .chat import ChatHandler, read_body, relay_error, relay_headers
 from .config import Settings
 from .dashboard import Dashboard
 from .errors import ProxyError, error_body
+from .messages_api import MessagesHandler
 from .metrics_share import from_environment
 from .models import ModelInfo
 from .pipeline import Pipeline
 from .responses_api import ResponsesHandler
 from .services import build_services
 from .telemetry import Telemetry
-from .upstream.client import Upstream
+from .upstream.client import AnthropicUpstream, Upstream
 from .upstream.paths import relay_path
 
 log = logging.getLogger("ctxwarden")
@@ -54,11 +55,15 @@ def create_app(
     pipeline = Pipeline(settings, services, telemetry)
     chat = ChatHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
     responses = ResponsesHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
+    anthropic = AnthropicUpstream(settings.upstream, transport=transport) if settings.upstream.anthropic.base_url else None
+    messages = MessagesHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb, anthropic=anthropic)
     dashboard = Dashboard(settings, pipeline, upstream)  # registers its pipeline listener
     routes = [
         Route("/v1/chat/completions", chat.handle, methods=["POST"]),
         Route("/chat/completions", chat.handle, methods=["POST"]),
         Route("/v1/responses", responses.handle, methods=["POST"]),  # its other routes (GET, cancel, …) are relayed
+        Route("/v1/messages", messages.handle, methods=["POST"]),
+        Route("/v1/messages/count_tokens", messages.count_tokens, methods=["POST"]),
         Route("/healthz", _healthz(upstream, pipeline), methods=["GET"]),
         Route("/readyz", _readyz(upstream, pipeline, services), methods=["GET"]),
         Route("/metrics", _metrics(telemetry), methods=["GET"]),
@@ -68,7 +73,7 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        lifespan=dashboard.lifespan(_lifespan(pipeline, upstream, telemetry, services.versions)),
+        lifespan=dashboard.lifespan(_lifespan(pipeline, upstream, telemetry, services.versions, anthropic)),
         middleware=[Middleware(AnswerErrors)],
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
     )
@@ -152,7 +157,8 @@ def _relay(upstream: Upstream, max_body_mb: float) -> Endpoint:
     return relay
 
 
-def _lifespan(pipeline: Pipeline, upstream: Upstream, telemetry: Telemetry, state: Any) -> Callable[[Starlette], Any]:
+def _lifespan(pipeline: Pipeline, upstream: Upstream, telemetry: Telemetry, state: Any,
+              anthropic: Upstream | None = None) -> Callable[[Starlette], Any]:
     shared_metrics = from_environment(telemetry.metrics)  # under `serve --workers N` only
 
     @contextlib.asynccontextmanager
@@ -166,6 +172,8 @@ def _lifespan(pipeline: Pipeline, upstream: Upstream, telemetry: Telemetry, stat
         await state.aclose()
         await pipeline.aclose()
         await upstream.aclose()
+        if anthropic is not None:
+            await anthropic.aclose()
         telemetry.shutdown()
 
     return lifespan

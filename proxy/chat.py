@@ -113,7 +113,7 @@ class ChatHandler:
                 span.set_attribute("ctxwarden.session", ex.session_id)
                 response = await self._handle(ex, raw, request, span)
             except ProxyError as exc:
-                response = exc.response()
+                response = self._error(exc)
                 fail_span(span, exc.status, exc.code)
                 if ex is not None:
                     await self.pipeline.complete(ex, "rejected")
@@ -215,6 +215,10 @@ class ChatHandler:
             status = response.status_code if response is not None else getattr(exc, "status", None)
             call.finish(status, error=getattr(exc, "code", None) or type(exc).__name__)
             raise
+
+    def _error(self, exc: ProxyError) -> Response:
+        """An error in this API's own shape (OpenAI's here)."""
+        return exc.response()
 
     def _record_tokens(self, ex: Exchange, span: Any) -> None:
         """The tokens received and forwarded, as the budget counted them (metrics, span)."""

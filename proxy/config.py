@@ -47,6 +47,25 @@ class CircuitBreakerConfig(Strict):
     cooldown_s: float = Field(30, gt=0)
 
 
+class AnthropicUpstreamConfig(Strict):
+    """Where POST /v1/messages goes: Anthropic's own API, or (base_url null) translated to chat
+    completions on the main upstream."""
+
+    base_url: str | None = "https://api.anthropic.com/v1"
+    api_key_env: str | None = "ANTHROPIC_API_KEY"  # unset variable → the client's x-api-key passes through
+    version: str = "2023-06-01"  # anthropic-version sent when the client sends none
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        url = urlparse(value.strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host (or null: translate to chat completions)")
+        return value.strip()
+
+
 class UpstreamConfig(Strict):
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str | None = "OPENAI_API_KEY"
@@ -59,6 +78,7 @@ class UpstreamConfig(Strict):
     # several times its requests/s under concurrency; httpx: httpx's client (what respx mocks in unit tests).
     http_client: Literal["aiohttp", "httpx"] = "aiohttp"
     circuit_breaker: CircuitBreakerConfig = CircuitBreakerConfig()
+    anthropic: AnthropicUpstreamConfig = AnthropicUpstreamConfig()
 
     @field_validator("base_url")
     @classmethod

@@ -34,6 +34,7 @@ from starlette.routing import Route
 
 from ctxwarden.policies.messages import content_text
 
+from .wire.anthropic_stream import message_events
 from .wire.responses import output_message
 from .wire.responses_stream import encode_event, response_events
 
@@ -67,6 +68,10 @@ class FakeUpstream:
         return [r.body for r in self.received if r.path.endswith("chat/completions")]
 
     @property
+    def messages_requests(self) -> list[Any]:
+        return [r.body for r in self.received if r.path.endswith("/messages")]
+
+    @property
     def responses_requests(self) -> list[Any]:
         return [r.body for r in self.received if r.path.endswith("/responses")]
 
@@ -76,6 +81,7 @@ class FakeUpstream:
         return Starlette(routes=[
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/v1/responses", self._responses, methods=["POST"]),
+            Route("/v1/messages", self._messages, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/embeddings", self._embeddings, methods=["POST"]),
             Route("/_script", self._set_script, methods=["POST"]),
@@ -206,6 +212,39 @@ class FakeUpstream:
                 yield encode_event(event)
                 if entry.get("chunk_delay_s"):
                     await asyncio.sleep(entry["chunk_delay_s"])
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def _messages(self, request: Request) -> Response:
+        """Anthropic's Messages API: the same script entries (content, tool_calls, status/json, delay_s)."""
+        body = await self._record(request) or {}
+        entry = self.script.pop(0) if self.script else {}
+        if entry.get("delay_s"):
+            await asyncio.sleep(entry["delay_s"])
+        status = entry.get("status", 200)
+        if status != 200 or "json" in entry:
+            return JSONResponse(entry.get("json", {}), status_code=status, headers=entry.get("headers"))
+        self.counter += 1
+        n = self.counter
+        content = entry.get("content")
+        if content is None and not entry.get("tool_calls"):
+            last = next((m for m in reversed(body.get("messages") or []) if m.get("role") == "user"), {})
+            said = last.get("content")
+            said = said if isinstance(said, str) else "\n".join(b.get("text", "") for b in said or [] if b.get("type") == "text")
+            content = f"You said: {said}"
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content is not None else []
+        blocks += [{"type": "tool_use", "id": c.get("id", f"toolu_{n}_{i}"), "name": c["name"],
+                    "input": json.loads(c.get("arguments", "{}"))} for i, c in enumerate(entry.get("tool_calls") or [])]
+        words = max(1, len((content or "").split()))
+        message = {"id": f"msg_fake{n}", "type": "message", "role": "assistant", "model": body.get("model", "fake-model"),
+                   "content": blocks, "stop_reason": "tool_use" if entry.get("tool_calls") else "end_turn",
+                   "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": words}}
+        if not body.get("stream"):
+            return JSONResponse(message)
+
+        async def events() -> AsyncIterator[bytes]:
+            for name, data in message_events(message):
+                yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
         return StreamingResponse(events(), media_type="text/event-stream")
 

@@ -121,6 +121,10 @@ class Upstream:
     def api_key(self) -> str | None:
         return os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
 
+    def _credential(self, key: str) -> dict[str, str]:
+        """The header that carries our key: OpenAI-compatible servers read a bearer token."""
+        return {"authorization": f"Bearer {key}"}
+
     def request_headers(self, client_headers: Mapping[str, str]) -> dict[str, str]:
         """The client's headers minus hop-by-hop ones, cookies and our hints. With a key of our own,
         no client credential at all and our key; without one, the client's credentials pass through."""
@@ -134,7 +138,7 @@ class Upstream:
                 continue
             out[name] = value
         if key:
-            out["authorization"] = f"Bearer {key}"
+            out.update(self._credential(key))
         return out
 
     async def send(
@@ -236,3 +240,25 @@ def completion_json(response: httpx.Response) -> dict[str, Any]:
         raise ProxyError(502, "upstream_invalid_response",
                          f"The upstream answered {status} with a completion whose 'choices' is not a list of objects.")
     return data
+
+
+class AnthropicUpstream(Upstream):
+    """Anthropic's Messages API (`upstream.anthropic`): the main upstream's pool, retries and
+    breaker, its own base URL and key. The key goes in `x-api-key` (never a bearer token of another
+    provider), and `anthropic-version` is added when the client sent none."""
+
+    def __init__(self, config: UpstreamConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        anthropic = config.anthropic
+        assert anthropic.base_url is not None, "translated Messages requests use the main upstream"
+        super().__init__(config.model_copy(update={"base_url": anthropic.base_url, "api_key_env": anthropic.api_key_env}),
+                         transport=transport)
+        self.version = anthropic.version
+
+    def _credential(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key}
+
+    def request_headers(self, client_headers: Mapping[str, str]) -> dict[str, str]:
+        out = super().request_headers(client_headers)
+        if not any(name.lower() == "anthropic-version" for name in out):
+            out["anthropic-version"] = self.version
+        return out

@@ -1,0 +1,315 @@
+"""POST /v1/messages: Anthropic's Messages API through the same policies as chat completions.
+
+The request is parsed into the chat-shaped conversation the policies read (wire/anthropic.py) and
+the edited conversation is written back as Messages: unchanged turns go back as their original
+blocks, so `cache_control` breakpoints and thinking signatures arrive byte for byte, and a request
+no policy changed is forwarded as the client's bytes. Where it goes (`upstream.anthropic`):
+
+- natively, to Anthropic's API (or any server speaking it), with the proxy's Anthropic key in
+  `x-api-key` (without one, the client's passes through; the proxy's OpenAI key never goes there);
+- translated (`base_url: null`): the conversation goes to the main upstream as chat completions and
+  the answer comes back as a Message.
+
+Streams pass through event by event, unless the proxy must see the whole answer first (its own
+tools' rounds, a knowledge base to check against, a translated answer): then the whole answer
+comes as the same events (action `proxy.stream_whole`). Errors are in Anthropic's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, AsyncIterator
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
+from ctxwarden.policies.messages import content_text
+
+from .chat import ChatHandler, relay_headers, session_of, tenant_of, upstream_error
+from .errors import ProxyError
+from .genai import UpstreamCall
+from .proxy_tools import ProxyToolRounds
+from .upstream.client import AnthropicUpstream, completion_json
+from .validation import parse_json_body
+from .wire.anthropic import (
+    AnthropicWireError,
+    answer_as_chat,
+    answer_text,
+    error_body,
+    parse_request,
+    proxy_response,
+    proxy_stream_events,
+    render_request,
+    replace_answer,
+    tool_uses_in_answer,
+)
+from .wire.anthropic_stream import MessageStreamWatch, encode, message_events
+
+STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+
+
+class MessagesHandler(ChatHandler):
+    """The chat handler's path (policies, spans, metrics, headers), in the Messages API's shape."""
+
+    def __init__(self, *args: Any, anthropic: AnthropicUpstream | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.anthropic = anthropic  # None: translated to chat completions on the main upstream
+
+    def _error(self, exc: ProxyError) -> Response:
+        return JSONResponse(error_body(exc.status, None, exc.message), status_code=exc.status, headers=exc.headers)
+
+    def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
+            raise ProxyError(400, "invalid_request", "model: a JSON object with a `model` string is required", param="model")
+        if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool):
+            raise ProxyError(400, "invalid_request", "max_tokens: an integer is required", param="max_tokens")
+        try:
+            parsed = parse_request(body)
+        except AnthropicWireError as exc:
+            raise ProxyError(400, "invalid_request", str(exc)) from exc
+        chat: dict[str, Any] = {"model": body["model"], "messages": parsed.messages, "stream": bool(body.get("stream")),
+                                "max_tokens": body["max_tokens"]}
+        if parsed.tools:
+            chat["tools"] = parsed.tools
+        if parsed.tool_choice is not None:
+            chat["tool_choice"] = parsed.tool_choice
+        for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p"), ("stop", "stop_sequences")):
+            if body.get(theirs) is not None:
+                chat[ours] = body[theirs]
+        user = (body.get("metadata") or {}).get("user_id") if isinstance(body.get("metadata"), dict) else None
+        if isinstance(user, str) and user:
+            chat["user"] = user
+        hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
+        ex = Exchange(
+            request_id=request_id, model=body["model"], messages=parsed.messages, tools=parsed.tools or None, body=chat,
+            stream=chat["stream"], tenant=tenant_of(hints), session_id=session_of(chat, headers), headers=hints,
+            context_window=self.models.context_window(body["model"]), body_bytes=body_bytes,
+        )
+        ex.notes.wire = (body, parsed)
+        upstream = self.anthropic or self.upstream
+        ex.notes.upstream_headers = upstream.request_headers(headers)
+        ex.notes.started = started
+        return ex
+
+    async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
+        started = time.perf_counter()
+        verdict = await self._run_policies(ex, request)
+        ex.response_headers["server-timing"] = f"ctxwarden-policies;dur={(time.perf_counter() - started) * 1000:.2f}"
+        if isinstance(verdict, Reject):
+            await self.pipeline.complete(ex, "rejected")
+            return self._error(ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type))
+        if isinstance(verdict, Respond):
+            await self.pipeline.complete(ex, "responded")
+            if ex.stream:
+                events = proxy_stream_events(ex.model, ex.request_id, verdict.content, verdict.reason)
+                return StreamingResponse(iter([encode(e) for e in events]), media_type="text/event-stream")
+            return JSONResponse(proxy_response(ex.model, ex.request_id, verdict.content, verdict.reason))
+        self._record_tokens(ex, span)
+        self._watch_prefix(ex, ex.outgoing_body(), span)
+        upstream = self.anthropic or self.upstream
+        call = UpstreamCall(self.telemetry, ex.model, "anthropic" if self.anthropic else "openai", upstream.base_url)
+        try:
+            if self.anthropic is None:
+                return await self._translated(ex, call)
+            return await self._native(ex, raw, call)
+        except BaseException as exc:
+            call.finish(getattr(exc, "status", None), error=getattr(exc, "code", None) or type(exc).__name__)
+            raise
+
+    # ------------------------------------------------------------------ Anthropic's API
+
+    async def _native(self, ex: Exchange, raw: bytes, call: UpstreamCall) -> Response:
+        assert self.anthropic is not None
+        body, parsed = ex.notes.wire
+        outgoing = body
+        if ex.changed or ex.proxy_tools:
+            tools = list(ex.tools or []) + [pt.definition for pt in ex.proxy_tools.values()]
+            outgoing = render_request(body, parsed, ex.messages, tools)
+        whole = bool(ex.proxy_tools) or self.pipeline.reads_answer(ex)
+        if ex.stream and not whole:
+            response = await self._post_native(ex, raw if outgoing is body else _encode(outgoing), stream=True)
+            if response.status_code >= 400:
+                return await self._upstream_failed(ex, response, call)
+            return self._passthrough(ex, response, call)
+        if ex.stream:
+            ex.record("proxy", "stream_whole", reason="proxy_tools" if ex.proxy_tools else "answer_check")
+            outgoing = {**outgoing, "stream": False}
+        response = await self._post_native(ex, raw if outgoing is body else _encode(outgoing), stream=False)
+        if response.status_code >= 400:
+            return await self._upstream_failed(ex, response, call)
+        data = completion_json(response)
+        call.finish(response.status_code, _chat_usage(data.get("usage")), data.get("model"))
+        if ex.proxy_tools:
+            data = await self._native_rounds(ex, outgoing, data)
+        return await self._checked(ex, data)
+
+    async def _post_native(self, ex: Exchange, payload: bytes, stream: bool) -> httpx.Response:
+        assert self.anthropic is not None
+        return (await self.anthropic.send("POST", "messages", payload, ex.notes.upstream_headers, stream=stream)).response
+
+    def _passthrough(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
+        watch = MessageStreamWatch()
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in response.aiter_bytes():
+                    watch.feed(chunk)
+                    yield chunk
+                call.finish(response.status_code, watch.usage(), watch.model(),
+                            error=None if watch.ended else "upstream_stream_cut")
+            finally:
+                await response.aclose()
+                call.finish(response.status_code, error="client_disconnected")  # no-op once finished
+                await self.pipeline.complete(ex, "ok" if watch.ended else "cut")
+
+        headers = relay_headers(response)
+        headers["cache-control"] = "no-cache"
+        return StreamingResponse(relay(), status_code=response.status_code, headers=headers, media_type="text/event-stream")
+
+    async def _native_rounds(self, ex: Exchange, outgoing: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """Calls to the proxy's own tools answered here, in further rounds; calls left over, or mixed
+        with the client's, are dropped from the answer and reported."""
+        rounds = ProxyToolRounds(ex, self.max_rounds, _no_chat_round)
+        body = dict(outgoing)
+        while True:
+            uses = tool_uses_in_answer(data)
+            calls = [{"id": u.get("id"), "type": "function",
+                      "function": {"name": u.get("name"), "arguments": json.dumps(u.get("input", {}))}} for u in uses]
+            proxy_calls, client_calls = rounds.split(calls)
+            if not rounds.may_continue(proxy_calls, client_calls):
+                break
+            rounds.rounds += 1
+            answers = await rounds.answer(proxy_calls)
+            results = [{"type": "tool_result", "tool_use_id": a["tool_call_id"], "content": a["content"]} for a in answers]
+            body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": data.get("content") or []},
+                                         {"role": "user", "content": results}], "stream": False}
+            response = await self._post_native(ex, _encode(body), stream=False)
+            if response.status_code >= 400:
+                raise ProxyError(response.status_code, "upstream_error", _error_text(await response.aread()))
+            data = completion_json(response)
+        if proxy_calls:
+            rounds.report_dropped(proxy_calls)
+            dropped = {c["id"] for c in proxy_calls}
+            data["content"] = [b for b in data.get("content") or [] if not (b.get("type") == "tool_use" and b.get("id") in dropped)]
+            if data.get("stop_reason") == "tool_use" and not client_calls:
+                data["stop_reason"] = "end_turn"
+        return data
+
+    # ------------------------------------------------------------------ translated to chat completions
+
+    async def _translated(self, ex: Exchange, call: UpstreamCall) -> Response:
+        if ex.stream:
+            ex.record("proxy", "stream_whole", reason="translated")
+        outgoing = {**ex.outgoing_body(), "stream": False}
+        outgoing.pop("stream_options", None)
+        result = await self.upstream.send("POST", "chat/completions", _encode(outgoing), ex.notes.upstream_headers)
+        response = result.response
+        if response.status_code >= 400:
+            detail = (await upstream_error(response))[0]["error"]
+            call.finish(response.status_code)
+            await self.pipeline.complete(ex, "rejected")
+            return self._error(ProxyError(response.status_code, detail.get("code") or "upstream_error",
+                                          detail.get("message") or "upstream error"))
+        data = completion_json(response)
+        call.finish(response.status_code, data.get("usage"), data.get("model"))
+        if ex.proxy_tools:
+            data = await self._proxy_tool_rounds(ex, stream=False).settle(data)
+        return await self._checked(ex, _message_of(data, ex))
+
+    # ------------------------------------------------------------------ the answer
+
+    async def _checked(self, ex: Exchange, data: dict[str, Any]) -> Response:
+        """The whole answer judged as a chat answer is; a blocked one becomes the notice."""
+        outcome = "ok"
+        text = answer_text(data)
+        if text and self.pipeline.reads_answer(ex):
+            verdict = await self.pipeline.run_response(ex, Answer(text=text, message=answer_as_chat(data), finish_reason="stop"))
+            if isinstance(verdict, Reject):
+                await self.pipeline.complete(ex, "blocked")
+                return self._error(ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type))
+            if isinstance(verdict, Block):
+                outcome = "blocked"
+                data = replace_answer(data, verdict.notice)
+        await self.pipeline.complete(ex, outcome)
+        if ex.stream:
+            return StreamingResponse(iter([encode(e) for e in message_events(data)]), media_type="text/event-stream",
+                                     headers={"cache-control": "no-cache"})
+        return JSONResponse(data)
+
+    async def _upstream_failed(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
+        """Anthropic's own error, relayed with its status (wrapped when it is not Anthropic-shaped)."""
+        call.finish(response.status_code)
+        await self.pipeline.complete(ex, "rejected")
+        content = await response.aread()
+        await response.aclose()
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = None
+        if not (isinstance(data, dict) and data.get("type") == "error"):
+            data = error_body(response.status_code, None, f"The upstream answered {response.status_code}: {_error_text(content)}")
+        return JSONResponse(data, status_code=response.status_code,
+                            headers={k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "request-id")})
+
+    # ------------------------------------------------------------------ count_tokens
+
+    async def count_tokens(self, request: Request) -> Response:
+        """POST /v1/messages/count_tokens: Anthropic's count when it is the upstream, else our own."""
+        try:
+            raw = await request.body()
+            body = parse_json_body(raw)
+            if self.anthropic is not None:
+                headers = self.anthropic.request_headers(request.headers)
+                response = (await self.anthropic.send("POST", "messages/count_tokens", raw, headers)).response
+                return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
+            parsed = parse_request(body)
+            model = str(body.get("model") or "")
+            tokens = self.pipeline.services.tokens
+            count = tokens.count_messages(parsed.messages, model) + tokens.count_tools(parsed.tools or None, model)
+            return JSONResponse({"input_tokens": count})
+        except ProxyError as exc:
+            return self._error(exc)
+        except AnthropicWireError as exc:
+            return self._error(ProxyError(400, "invalid_request", str(exc)))
+
+
+def _message_of(data: dict[str, Any], ex: Exchange) -> dict[str, Any]:
+    """A chat completion as the Message it answers (text, then tool_use blocks)."""
+    choice = (data.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    text = content_text(message) if message.get("content") else ""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        try:
+            arguments = json.loads(fn.get("arguments") or "{}")
+        except ValueError:
+            arguments = {"_raw": fn.get("arguments")}
+        blocks.append({"type": "tool_use", "id": call.get("id"), "name": fn.get("name"), "input": arguments})
+    usage = data.get("usage") or {}
+    return {"id": f"msg_{data.get('id') or ex.request_id}", "type": "message", "role": "assistant",
+            "model": data.get("model") or ex.model, "content": blocks,
+            "stop_reason": STOP_REASONS.get(choice.get("finish_reason") or "stop", "end_turn"), "stop_sequence": None,
+            "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)}}
+
+
+def _chat_usage(usage: Any) -> dict[str, int] | None:
+    if not isinstance(usage, dict):
+        return None
+    out = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens")}
+    return {k: v for k, v in out.items() if isinstance(v, int)}
+
+
+def _error_text(content: bytes) -> str:
+    return content.decode("utf-8", errors="replace").strip()[:500]
+
+
+async def _no_chat_round(body: dict[str, Any]) -> httpx.Response:  # native rounds are driven in the API's shape
+    raise AssertionError("a native Messages request's proxy-tool rounds never go through chat completions")
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
