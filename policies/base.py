@@ -182,6 +182,7 @@ class RequestNotes:
     # later policy takes a note for the user's latest words; in the order given
     end_notes: list[str] = field(default_factory=list)
     wire: Any = None  # the request in its API's own shape, as the proxy parsed it (the proxy's; policies never read it)
+    api: str = "chat"  # the API the client spoke: chat | responses | messages (reports and the dashboard)
 
 
 # About 1 ms of tokenizing when nothing is cached yet. Below it, a worker-thread hop (≈0.1 ms with

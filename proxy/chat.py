@@ -79,6 +79,7 @@ def tenant_of(hints: dict[str, str]) -> str | None:
 
 
 class ChatHandler:
+    api = "chat"  # the API this handler speaks: in spans, metrics and the dashboard
     def __init__(
         self,
         pipeline: Pipeline,
@@ -105,6 +106,7 @@ class ChatHandler:
         ex: Exchange | None = None
         with server_span(self.telemetry, request.method, request.url.path, request.headers) as span:
             span.set_attribute("ctxwarden.request_id", request_id)
+            span.set_attribute("ctxwarden.api", self.api)
             try:
                 raw = await read_body(request, self.max_body_mb)
                 body = parse_json_body(raw)
@@ -126,7 +128,7 @@ class ChatHandler:
                 span.set_attribute("ctxwarden.actions", ",".join(ex.action_labels()))
             self._finish_headers(response, request_id, ex)
             self.metrics.add(
-                "ctxwarden.requests", 1,
+                "ctxwarden.requests", 1, api=self.api,
                 model=ex.model if ex else None, status=response.status_code, stream=bool(ex and ex.stream),
             )
             self.metrics.record("ctxwarden.request.duration_ms", (time.perf_counter() - started) * 1000,

@@ -54,6 +54,8 @@ STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tok
 class MessagesHandler(ChatHandler):
     """The chat handler's path (policies, spans, metrics, headers), in the Messages API's shape."""
 
+    api = "messages"
+
     def __init__(self, *args: Any, anthropic: AnthropicUpstream | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.anthropic = anthropic  # None: translated to chat completions on the main upstream
@@ -89,6 +91,7 @@ class MessagesHandler(ChatHandler):
             context_window=self.models.context_window(body["model"]), body_bytes=body_bytes,
         )
         ex.notes.wire = (body, parsed)
+        ex.notes.api = self.api
         upstream = self.anthropic or self.upstream
         ex.notes.upstream_headers = upstream.request_headers(headers)
         ex.notes.started = started

@@ -52,6 +52,8 @@ PATH = "responses"
 class ResponsesHandler(ChatHandler):
     """The chat handler's path (policies, spans, metrics, headers), in the Responses API's shape."""
 
+    api = "responses"
+
     def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
         if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
             raise ProxyError(400, "invalid_request", "The body must be a JSON object with a `model`.", param="model")
@@ -71,6 +73,7 @@ class ResponsesHandler(ChatHandler):
             context_window=self.models.context_window(body["model"]), body_bytes=body_bytes,
         )
         ex.notes.wire = (body, parsed)
+        ex.notes.api = self.api
         ex.notes.upstream_headers = self.upstream.request_headers(headers)
         ex.notes.started = started
         return ex

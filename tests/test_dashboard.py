@@ -318,3 +318,17 @@ def test_a_stream_wakes_on_a_flush_and_ends_by_itself_or_when_the_key_changes():
     blocks = asyncio.run(read(lambda: next(keys), max_s=60.0, flush_after_s=0.2))
     assert [b[:12] for b in blocks] == ["retry: 1000\n", 'data: {"n":1', 'data: {"n":2']
     assert time.monotonic() - started < live.TICK_S + 1  # the flush woke the first wait early (0.2 s, not 2 s)
+
+
+def test_stats_count_each_api(start_proxy, fake):
+    """Chat completions, the Responses API and Anthropic's Messages API are one traffic to count."""
+    import anthropic
+
+    proxy = start_proxy({"upstream": {"anthropic": {"base_url": f"{fake.url}/v1", "api_key_env": None}}})
+    chat(proxy, 2)
+    openai_client(proxy).responses.create(model="gpt-4o", input="hi")
+    anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant", max_retries=0).messages.create(
+        model="claude-test-model", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    s = stats(proxy)
+    assert s["requests"]["by_api"] == {"chat": 2, "responses": 1, "messages": 1}
+    assert {line["api"] for line in s["recent"]} == {"chat", "responses", "messages"}

@@ -52,7 +52,7 @@ def request_counts(ex: Exchange, outcome: str, model: str, tenant: str) -> dict[
     def add(metric: str, label: str = "", value: float = 1) -> None:
         out[(metric, label)] = out.get((metric, label), 0) + value
 
-    for label in ("", f"model:{model}", f"tenant:{tenant}", f"outcome:{outcome}"):
+    for label in ("", f"model:{model}", f"tenant:{tenant}", f"outcome:{outcome}", f"api:{ex.notes.api}"):
         add("requests", label)
     budget = ex.notes.budget
     if budget is not None:
@@ -113,7 +113,7 @@ class Collector:
         counts = request_counts(ex, outcome, model, tenant)
         budget = ex.notes.budget
         line: dict[str, Any] = {
-            "id": ex.request_id, "time": round(now, 3), "model": printable(ex.model), "tenant": tenant,
+            "id": ex.request_id, "time": round(now, 3), "model": printable(ex.model), "tenant": tenant, "api": ex.notes.api,
             "outcome": outcome,
             "stream": ex.stream, "actions": ex.action_labels(),
             "latency_ms": round((time.perf_counter() - ex.notes.started) * 1000, 1) if ex.notes.started else None,

@@ -89,7 +89,7 @@ def build(rows: list[tuple[int, str, str, float]], window: str, *, alert_rate: f
         "requests": {
             "total": requests, "per_minute": round(requests / (n * s["step"]), 3), "series": line("requests"),
             "by_model": _by(totals, "requests", "model:"), "by_tenant": _by(totals, "requests", "tenant:"),
-            "by_outcome": _by(totals, "requests", "outcome:"),
+            "by_outcome": _by(totals, "requests", "outcome:"), "by_api": _by(totals, "requests", "api:"),
         },
         "tokens": {
             "received": received, "forwarded": forwarded, "saved": received - forwarded,

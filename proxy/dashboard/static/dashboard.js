@@ -163,6 +163,7 @@
     lineChart($("poisoning-chart"), s.buckets, s.poisoning.series);
     bars($("by-model"), s.requests.by_model);
     bars($("by-tenant"), s.requests.by_tenant);
+    bars($("by-api"), s.requests.by_api || {});
     bars($("clashes"), s.clashes.by_type_and_resolution);
     bars($("loops"), s.loops.by_kind);
     quarantine(s.quarantine);
