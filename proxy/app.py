@@ -64,6 +64,7 @@ def create_app(
         Route("/v1/responses", responses.handle, methods=["POST"]),  # its other routes (GET, cancel, …) are relayed
         Route("/v1/messages", messages.handle, methods=["POST"]),
         Route("/v1/messages/count_tokens", messages.count_tokens, methods=["POST"]),
+        Route("/v1/messages/{path:path}", messages.relay, methods=["GET", "POST", "DELETE"]),  # batches: to Anthropic
         Route("/healthz", _healthz(upstream, pipeline), methods=["GET"]),
         Route("/readyz", _readyz(upstream, pipeline, services), methods=["GET"]),
         Route("/metrics", _metrics(telemetry), methods=["GET"]),

@@ -82,6 +82,7 @@ class FakeUpstream:
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/v1/responses", self._responses, methods=["POST"]),
             Route("/v1/messages", self._messages, methods=["POST"]),
+            Route("/v1/messages/{path:path}", self._not_found, methods=["GET", "POST", "DELETE"]),  # recorded
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/embeddings", self._embeddings, methods=["POST"]),
             Route("/_script", self._set_script, methods=["POST"]),
@@ -247,6 +248,11 @@ class FakeUpstream:
                 yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def _not_found(self, request: Request) -> Response:
+        await self._record(request)
+        return JSONResponse({"type": "error", "error": {"type": "not_found_error", "message": "no such route here"}},
+                            status_code=404)
 
     async def _models(self, request: Request) -> Response:
         await self._record(request)

@@ -33,6 +33,7 @@ from .errors import ProxyError
 from .genai import UpstreamCall
 from .proxy_tools import ProxyToolRounds
 from .upstream.client import AnthropicUpstream, completion_json
+from .upstream.paths import relay_path
 from .validation import parse_json_body
 from .wire.anthropic import (
     AnthropicWireError,
@@ -277,6 +278,23 @@ class MessagesHandler(ChatHandler):
             return self._error(exc)
         except AnthropicWireError as exc:
             return self._error(ProxyError(400, "invalid_request", str(exc)))
+
+
+    async def relay(self, request: Request) -> Response:
+        """Anthropic's other /v1/messages/* routes (message batches): to Anthropic with Anthropic's key,
+        never to the OpenAI upstream with the OpenAI key; without an Anthropic upstream, a clear 404."""
+        try:
+            path = relay_path(f"messages/{request.path_params['path']}", request.method)
+            if self.anthropic is None:
+                raise ProxyError(404, "not_found", f"/v1/{path} needs upstream.anthropic.base_url (translated mode "
+                                                  "serves /v1/messages and /v1/messages/count_tokens only)")
+            if request.url.query:
+                path = f"{path}?{request.url.query}"
+            body = await request.body() if request.method not in ("GET", "HEAD") else None
+            response = (await self.anthropic.send(request.method, path, body, self.anthropic.request_headers(request.headers))).response
+            return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
+        except ProxyError as exc:
+            return self._error(exc)
 
 
 def _message_of(data: dict[str, Any], ex: Exchange) -> dict[str, Any]:

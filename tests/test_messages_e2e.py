@@ -140,3 +140,16 @@ def test_count_tokens_answers_without_an_anthropic_upstream(fake, start_proxy):
     count = client(proxy).messages.count_tokens(model="claude-test-model",
                                                 messages=[{"role": "user", "content": "Hello there, how are you?"}])
     assert 5 <= count.input_tokens <= 30
+
+
+def test_other_messages_routes_go_to_anthropic_with_anthropics_key_only(fake, start_proxy, monkeypatch):
+    monkeypatch.setenv("CTXW_TEST_ANTHROPIC_KEY", "sk-ant-proxy")
+    monkeypatch.setenv("CTXW_TEST_OPENAI_KEY", "sk-openai-proxy")
+    proxy = start_proxy({"upstream": {"api_key_env": "CTXW_TEST_OPENAI_KEY", "anthropic": native(fake)["upstream"]["anthropic"]}})
+    r = httpx.get(f"{proxy.url}/v1/messages/batches/b1", headers={"x-api-key": "sk-ant-client"})
+    sent = fake.received[-1]
+    assert r.status_code == 404 and sent.path == "/v1/messages/batches/b1"  # the fake has no batches: relayed as is
+    assert sent.headers["x-api-key"] == "sk-ant-proxy" and "sk-openai-proxy" not in json.dumps(sent.headers)
+    translated = start_proxy({"upstream": {"anthropic": {"base_url": None}}})
+    r = httpx.get(f"{translated.url}/v1/messages/batches/b1")
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
