@@ -36,6 +36,7 @@ from .upstream.client import AnthropicUpstream, completion_json
 from .upstream.paths import relay_path
 from .validation import parse_json_body
 from .wire.anthropic import (
+    UNCHANGED,
     AnthropicWireError,
     answer_as_chat,
     answer_text,
@@ -44,6 +45,7 @@ from .wire.anthropic import (
     proxy_response,
     proxy_stream_events,
     render_request,
+    render_tools,
     replace_answer,
     tool_uses_in_answer,
 )
@@ -130,8 +132,7 @@ class MessagesHandler(ChatHandler):
         body, parsed = ex.notes.wire
         outgoing = body
         if ex.changed or ex.proxy_tools:
-            tools = list(ex.tools or []) + [pt.definition for pt in ex.proxy_tools.values()]
-            outgoing = render_request(body, parsed, ex.messages, tools)
+            outgoing = render_request(body, parsed, ex.messages, _chat_tools(ex))
         whole = bool(ex.proxy_tools) or self.pipeline.reads_answer(ex)
         if ex.stream and not whole:
             response = await self._post_native(ex, raw if outgoing is body else _encode(outgoing), stream=True)
@@ -188,6 +189,10 @@ class MessagesHandler(ChatHandler):
             rounds.rounds += 1
             answers = await rounds.answer(proxy_calls)
             results = [{"type": "tool_result", "tool_use_id": a["tool_call_id"], "content": a["content"]} for a in answers]
+            original, parsed = ex.notes.wire
+            tools = render_tools(original, parsed, _chat_tools(ex))  # find_tools appended what it found
+            if tools is not UNCHANGED:
+                body["tools"] = tools
             body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": data.get("content") or []},
                                          {"role": "user", "content": results}], "stream": False}
             response = await self._post_native(ex, _encode(body), stream=False)
@@ -315,6 +320,13 @@ def _message_of(data: dict[str, Any], ex: Exchange) -> dict[str, Any]:
             "model": data.get("model") or ex.model, "content": blocks,
             "stop_reason": STOP_REASONS.get(choice.get("finish_reason") or "stop", "end_turn"), "stop_sequence": None,
             "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)}}
+
+
+def _chat_tools(ex: Exchange) -> list[dict[str, Any]]:
+    """The tools to forward in chat form: the policies' list, then the proxy's own tools it lacks."""
+    tools = list(ex.tools or [])
+    known = {(t.get("function") or {}).get("name") for t in tools}
+    return tools + [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
 
 
 def _chat_usage(usage: Any) -> dict[str, int] | None:

@@ -9,7 +9,8 @@ Pure conversion, no I/O:
   edited conversation: unchanged messages as their original blocks (cache_control, thinking
   signatures byte for byte), roles alternating; `body` itself when nothing changed.
 - answers: `answer_text`, `tool_uses_in_answer`, `answer_as_chat`, `replace_answer`,
-  `proxy_response`, `proxy_stream_events`, `sse_event`, `error_body`, `error_type_for_status`.
+  `proxy_response`, `proxy_stream_events`, `sse_event`, `error_body`, `error_type_for_status`;
+  `render_tools` for the tools alone (the proxy's rounds).
 """
 
 from .anthropic_answers import (
@@ -26,7 +27,7 @@ from .anthropic_answers import (
 )
 from .anthropic_parse import PROVIDER_KEY, THINKING_KEY, ParsedRequest, Piece, parse_request, tool_result_text
 from .anthropic_render import part_to_block, render_request
-from .anthropic_tools import UNCHANGED, AnthropicWireError, tool_from_chat
+from .anthropic_tools import UNCHANGED, AnthropicWireError, render_tools, tool_from_chat
 
 __all__ = [
     "ERROR_TYPES",
@@ -45,6 +46,7 @@ __all__ = [
     "proxy_response",
     "proxy_stream_events",
     "render_request",
+    "render_tools",
     "replace_answer",
     "sse_event",
     "tool_from_chat",

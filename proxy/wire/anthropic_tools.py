@@ -63,24 +63,24 @@ def parse_tool_choice(choice: Any) -> tuple[Any, bool | None]:
     raise AnthropicWireError(f"unknown tool_choice type {kind!r} (auto, any, tool or none)")
 
 
-
 def render_tools(body: dict[str, Any], parsed: Any, tools: list[Message]) -> Any:
-    """Kept tools in their original form and order (server tools always kept), then new ones."""
+    """The server tools (always kept, first, in their order), then the chat tools in the policies'
+    order: a kept tool as its original block (cache_control and all), a new one converted. The
+    policies' order is the session's append-only list: a tool found later comes last, never back
+    at its place in the client's list (that would change the cached prefix of `tools`)."""
     if tools == parsed._tool_snapshots:
         return UNCHANGED
     snapshots = parsed._tool_snapshots
     kept = [False] * len(snapshots)
-    new: list[Message] = []
+    out: list[Block] = list(parsed.server_tools)
     for tool in tools:
         j = next((j for j, s in enumerate(snapshots) if not kept[j] and s == tool), None)
         if j is None:
-            new.append(tool)
+            out.append(tool_from_chat(tool))
         else:
             kept[j] = True
-    keep_ids = {id(parsed.tool_origins[j]) for j, k in enumerate(kept) if k}
-    server_ids = {id(t) for t in parsed.server_tools}
-    out = [t for t in body.get("tools") or [] if id(t) in keep_ids or id(t) in server_ids]
-    return [*out, *(tool_from_chat(t) for t in new)]
+            out.append(parsed.tool_origins[j])
+    return out
 
 
 def tool_from_chat(tool: Message) -> Block:
