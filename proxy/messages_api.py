@@ -36,6 +36,8 @@ from .upstream.client import AnthropicUpstream, completion_json
 from .upstream.paths import relay_path
 from .validation import parse_json_body
 from .wire.anthropic import (
+    PROVIDER_KEY,
+    THINKING_KEY,
     UNCHANGED,
     AnthropicWireError,
     answer_as_chat,
@@ -214,6 +216,10 @@ class MessagesHandler(ChatHandler):
             ex.record("proxy", "stream_whole", reason="translated")
         outgoing = {**ex.outgoing_body(), "stream": False}
         outgoing.pop("stream_options", None)
+        # Anthropic's own blocks (thinking with its signature, server tool blocks) mean nothing to a chat
+        # upstream, and a strict one (OpenAI) refuses a message field it does not know.
+        outgoing["messages"] = [{k: v for k, v in m.items() if k not in (THINKING_KEY, PROVIDER_KEY)}
+                                for m in outgoing["messages"]]
         result = await self.upstream.send("POST", "chat/completions", _encode(outgoing), ex.notes.upstream_headers)
         response = result.response
         if response.status_code >= 400:

@@ -321,3 +321,20 @@ def test_a_translated_stream_carries_tool_use_blocks(fake, start_proxy):
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
     assert [c["id"] for c in sent[1]["tool_calls"]] == [final.content[1].id, final.content[2].id]
     assert [m["tool_call_id"] for m in sent[2:]] == [final.content[1].id, final.content[2].id]
+
+
+def test_a_translated_request_leaves_anthropics_own_blocks_behind(fake, start_proxy):
+    """Thinking blocks (extended thinking on) have no chat form: the chat upstream gets the text only."""
+    proxy = start_proxy(translated())
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Plan the trip.", "cache_control": {"type": "ephemeral"}}]},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "Two cities.", "signature": "sig-1=="},
+                                                  {"type": "text", "text": "Rome, then Florence."}]},
+                {"role": "user", "content": "And the trains?"}]
+    with client(proxy).messages.stream(model="gpt-4o", max_tokens=50, messages=messages,
+                                       thinking={"type": "enabled", "budget_tokens": 1024}) as stream:
+        assert stream.get_final_text() == "You said: And the trains?"
+    sent = fake.chat_requests[-1]
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Plan the trip."}]},
+                                {"role": "assistant", "content": "Rome, then Florence."},
+                                {"role": "user", "content": "And the trains?"}]
+    assert "thinking" not in sent
