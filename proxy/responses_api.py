@@ -35,6 +35,7 @@ from .genai import UpstreamCall
 from .proxy_tools import ProxyToolRounds
 from .upstream.client import completion_json
 from .wire.responses import (
+    UNCHANGED,
     ParsedRequest,
     answer_text,
     calls_in_answer,
@@ -42,7 +43,9 @@ from .wire.responses import (
     proxy_response,
     proxy_stream_events,
     render_request,
+    render_tools,
     replace_answer,
+    without_tools,
 )
 from .wire.responses_stream import StreamTail, chat_usage, encode_event, response_events
 
@@ -126,9 +129,7 @@ class ResponsesHandler(ChatHandler):
         """The Responses body to forward: `body` itself when no policy changed the conversation."""
         if not ex.changed and not ex.proxy_tools:
             return body
-        tools = list(ex.tools or [])
-        known = {(t.get("function") or {}).get("name") for t in tools}
-        tools += [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
+        tools = _chat_tools(ex)
         return render_request(body, parsed, ex.messages, tools if (tools or parsed.tools is not None) else None)
 
     async def _post(self, ex: Exchange, payload: bytes, stream: bool) -> httpx.Response:
@@ -167,7 +168,7 @@ class ResponsesHandler(ChatHandler):
         data = completion_json(response)
         call.finish(response.status_code, chat_usage(data.get("usage")), data.get("model"))
         if ex.proxy_tools:
-            data = await self._proxy_rounds(ex, outgoing, data)
+            data = without_tools(await self._proxy_rounds(ex, outgoing, data), set(ex.proxy_tools))
         outcome = "ok"
         text = answer_text(data)
         if text and self.pipeline.reads_answer(ex):
@@ -206,6 +207,9 @@ class ResponsesHandler(ChatHandler):
             items += [i for i in data.get("output") or [] if isinstance(i, dict) and i.get("type") in ("reasoning", "function_call")]
             items += [{"type": "function_call_output", "call_id": a["tool_call_id"], "output": a["content"]} for a in answers]
             body = {**body, "input": items, "stream": False}
+            tools = render_tools(ex.notes.wire[1], _chat_tools(ex))  # find_tools appended what it found
+            if tools is not UNCHANGED and tools:
+                body["tools"] = tools
             response = await self._post(ex, _encode(body), stream=False)
             if response.status_code >= 400:
                 detail = (await upstream_error(response))[0]["error"]
@@ -218,6 +222,13 @@ class ResponsesHandler(ChatHandler):
         if rounds.rounds and usage:
             data["usage"] = {**(data.get("usage") or {}), **usage}
         return data
+
+
+def _chat_tools(ex: Exchange) -> list[dict[str, Any]]:
+    """The tools to forward in chat form: the policies' list, then the proxy's own tools it lacks."""
+    tools = list(ex.tools or [])
+    known = {(t.get("function") or {}).get("name") for t in tools}
+    return tools + [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
 
 
 async def _no_chat_round(body: dict[str, Any]) -> httpx.Response:  # the rounds are driven here, in the API's shape

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from ctxwarden.policies.messages import append_note, content_text, group_exchanges
 from ctxwarden.proxy.wire.responses import (
+    UNCHANGED,
     InvalidRequest,
     answer_text,
     calls_in_answer,
@@ -24,6 +25,7 @@ from ctxwarden.proxy.wire.responses import (
     proxy_response,
     proxy_stream_events,
     render_request,
+    render_tools,
     replace_answer,
 )
 
@@ -408,11 +410,22 @@ def test_tool_filtering_keeps_hosted_tools_and_original_forms():
     recall = {"type": "function", "function": {"name": "context_recall", "description": "Recall archived text.",
                                                "parameters": {"type": "object", "properties": {"ref": {"type": "string"}}}}}
     out = render_request(body, parsed, parsed.messages, [parsed.tools[0], recall])
-    assert out["tools"] == [WEB, WEATHER, FILES, MCP, {"type": "function", "name": "context_recall",
+    # Hosted tools first, as they were; then the policies' list (a kept tool in its original form).
+    assert out["tools"] == [WEB, FILES, MCP, WEATHER, {"type": "function", "name": "context_recall",
                                                        "description": "Recall archived text.",
                                                        "parameters": recall["function"]["parameters"]}]
-    assert out["tools"][1] is body["tools"][1]
+    assert out["tools"][3] is body["tools"][1]
     assert out["input"] is body["input"] and out["tool_choice"] is body["tool_choice"]
+
+
+def test_filtered_tools_keep_the_policies_append_only_order():
+    """A tool found later (find_tools) comes after the ones kept before, not back at its client place."""
+    body = BODIES["hosted_tools"]
+    parsed = parse_request(body)
+    weather, time_ = parsed.tools
+    out = render_request(body, parsed, parsed.messages, [time_, weather])
+    assert [t["name"] if t["type"] == "function" else t["type"] for t in out["tools"]] == ["web_search_preview", "file_search", "mcp", "get_time", "get_weather"]
+    assert render_tools(parsed, [weather, time_]) is UNCHANGED
 
 
 def test_removing_every_tool_removes_tool_choice():

@@ -17,12 +17,13 @@ from .responses_answer import (
     proxy_response,
     proxy_stream_events,
     replace_answer,
+    without_tools,
 )
 from .responses_parse import InvalidRequest, ParsedRequest, chat_tool, parse_request, responses_tool
-from .responses_render import UNCHANGED, render_request
+from .responses_render import UNCHANGED, render_request, render_tools
 
 __all__ = [
     "UNCHANGED", "InvalidRequest", "ParsedRequest", "answer_text", "calls_in_answer", "chat_tool",
-    "output_message", "parse_request", "proxy_response", "proxy_stream_events", "render_request",
-    "replace_answer", "responses_tool",
+    "output_message", "parse_request", "proxy_response", "proxy_stream_events", "render_request", "render_tools",
+    "replace_answer", "responses_tool", "without_tools",
 ]

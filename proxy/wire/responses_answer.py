@@ -28,6 +28,16 @@ def calls_in_answer(response: Response) -> list[dict[str, Any]]:
             if isinstance(item, dict) and item.get("type") == "function_call"]
 
 
+def without_tools(response: Response, names: set[str] | frozenset[str]) -> Response:
+    """`response` whose `tools` echo no longer lists the named function tools (the proxy's own,
+    which the client never sent and never sees called); `response` itself when none is there."""
+    tools = response.get("tools")
+    if not isinstance(tools, list) or not any(isinstance(t, dict) and t.get("name") in names for t in tools):
+        return response
+    return {**response, "tools": [t for t in tools if not (isinstance(t, dict) and t.get("type") == "function"
+                                                           and t.get("name") in names)]}
+
+
 def replace_answer(response: Response, text: str) -> Response:
     """A copy of `response` whose whole output is one assistant message saying `text`, status
     "completed" (a blocked answer). The first output message's id is kept when there is one."""

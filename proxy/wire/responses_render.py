@@ -46,7 +46,7 @@ def render_request(body: dict[str, Any], parsed: ParsedRequest, messages: list[M
     rendered = _render_input(parsed, messages)
     if rendered is not SAME:
         out["input"] = rendered
-    _render_tools(out, body, parsed, tools)
+    _render_tools(out, parsed, tools)
     if tool_choice is not UNCHANGED and json_key(tool_choice) != parsed.tool_choice_key and "tools" in out:
         if tool_choice is None:
             out.pop("tool_choice", None)
@@ -210,27 +210,38 @@ def _input_part(part: Any, role: Any, parsed: ParsedRequest) -> Any:
     return part
 
 
-def _render_tools(out: dict[str, Any], body: dict[str, Any], parsed: ParsedRequest, tools: list[Tool] | None) -> None:
-    """Kept function tools in their original form and place, hosted tools as they were, new
-    tools (chat form) converted and appended; no tools left → no `tools`, `tool_choice` or
+def _render_tools(out: dict[str, Any], parsed: ParsedRequest, tools: list[Tool] | None) -> None:
+    """`tools` written into `out` (see render_tools); no tools left → no `tools`, `tool_choice` or
     `parallel_tool_calls`."""
+    rendered = render_tools(parsed, tools)
+    if rendered is UNCHANGED:
+        return
+    if rendered:
+        out["tools"] = rendered
+    else:
+        out.pop("tools", None)
+        out.pop("tool_choice", None)
+        out.pop("parallel_tool_calls", None)
+
+
+def render_tools(parsed: ParsedRequest, tools: list[Tool] | None) -> Any:
+    """The Responses `tools` for the policies' list (chat form): UNCHANGED when it is the parsed
+    one; else the hosted tools first, as they were and in their order, then the function tools in
+    the policies' order, a kept one in its original form, a new one converted. The policies' order
+    is the session's append-only list: a tool found later (find_tools) comes last, never back at its
+    place in the client's list, which would change the cached prefix of `tools`."""
     tools = list(tools or [])
     if json_key(tools) == parsed.tools_key:
-        return
+        return UNCHANGED
     kept: set[str] = set()
-    new: list[Tool] = []
+    result = list(parsed.hosted_tools)
     for tool in tools:
         name = (tool.get("function") or {}).get("name") if isinstance(tool.get("function"), dict) else None
         known = parsed.function_tools.get(name) if isinstance(name, str) else None
         if known is not None and known[1] == json_key(tool) and name not in kept:
             kept.add(name)
+            result.append(known[0])
         else:
-            new.append(responses_tool(tool))
-    result = [t for t in body.get("tools") or [] if t.get("type") != "function" or t.get("name") in kept]
-    result += new
-    if result:
-        out["tools"] = result
-    else:
-        out.pop("tools", None)
-        out.pop("tool_choice", None)
-        out.pop("parallel_tool_calls", None)
+            result.append(responses_tool(tool))
+    return result
+
