@@ -70,7 +70,9 @@ def start_litellm(upstream_url: str) -> tuple[Process, str] | None:
 
 def start_proxy(upstream_url: str, config: dict, workers: int = 1) -> tuple[Process, str]:
     store = tempfile.mkdtemp(prefix="ctxw-bench-")
-    merged = {"upstream": {"base_url": f"{upstream_url}/v1", "api_key_env": None}, "storage": {"path": store}, **config}
+    # config's `upstream` keys (e.g. `anthropic`) are added to the fake's, not put in its place.
+    upstream = {"base_url": f"{upstream_url}/v1", "api_key_env": None, **config.get("upstream", {})}
+    merged = {"storage": {"path": store}, **config, "upstream": upstream}
     # As in the Docker image: two malloc arenas keep RSS close to the live heap with worker threads.
     proc = start_replica(Path(store), merged, env={"MALLOC_ARENA_MAX": "2"}, workers=workers, log_level="error")
     return proc, proc.url

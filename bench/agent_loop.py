@@ -1,6 +1,6 @@
 """A live agent loop through the real server: prompt-cache stability, tokens forwarded, facts kept.
 
-    python bench/agent_loop.py [--runs 3] [--steps 70] [--seed 11] [--window 128000]
+    python bench/agent_loop.py [--api chat|responses|messages] [--runs 3] [--steps 70] [--seed 11] [--window 128000]
 
 The proxy runs as its own process (`ctxwarden serve`, default policies) in front of a scripted
 model on 127.0.0.1. Each run is one agent task: at every step the model calls a tool and the
@@ -10,9 +10,17 @@ resends its whole raw history every step, as agents do. After the last step, one
 planted fact; the model answers from what it was forwarded, and when the fact is not there it
 calls `context_recall` with the question as its query (the proxy answers that call itself).
 
+`--api`: the client speaks chat completions (default), the Responses API (`POST /v1/responses`:
+instructions, message / function_call / function_call_output items) or Anthropic's Messages API
+(`POST /v1/messages`: system, tool_use / tool_result blocks; the proxy forwards natively, its
+`upstream.anthropic.base_url` pointing at the scripted model). The conversation is the same; the
+scripted model answers each API in its own shape and reads what it received with the proxy's parsers
+(bench/_api_wire.py), so its decisions and the token counts are the same on every API.
+
 Printed per run and overall:
 - prefix-stable rate: steps whose forwarded request starts with the previous step's forwarded
-  bytes (messages and tools), i.e. what a provider's prompt cache could reuse;
+  request (tools and messages; Responses: instructions, tools, input items; Messages: system,
+  tools, turns), i.e. what a provider's prompt cache could reuse;
 - compaction events (requests that rewrote history);
 - forwarded / raw tokens over the last 10 steps;
 - planted facts retained: in the forwarded text, or through the recall tool (actually called);
@@ -38,6 +46,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _api_wire import APIS, HEADERS, PATH, answer_body, conversation, extends, read_answer, request_body  # noqa: E402
 from _harness import start_proxy  # noqa: E402
 from agent_workload import TOOLS, Fact, make_result  # noqa: E402
 
@@ -51,7 +60,10 @@ TASK = "Investigate last week's checkout failures across orders, logs, code and 
 
 
 class ScriptedModel:
-    """The LLM: calls the tool the client planned, or answers a question from its context."""
+    """The LLM: calls the tool the client planned, or answers a question from its context.
+
+    It answers all three APIs: what it received is read in chat form (`conversation`), decided on
+    once, and answered in the API's shape. `received` holds the bodies as they arrived."""
 
     def __init__(self) -> None:
         self.next_call: dict[str, Any] | None = None  # set by the client before each step
@@ -59,15 +71,20 @@ class ScriptedModel:
         self.received: list[dict[str, Any]] = []
         self.recalled = False
 
-    async def chat(self, request: Request) -> JSONResponse:
-        body = await request.json()
-        self.received.append(body)
+    def route(self, api: str) -> Any:
+        async def handle(request: Request) -> JSONResponse:
+            body = await request.json()
+            self.received.append(body)
+            return JSONResponse(answer_body(api, self.decide(conversation(api, body)), MODEL))
+        return handle
+
+    def decide(self, body: dict[str, Any]) -> dict[str, Any]:
         if self.question is not None:
-            return JSONResponse(self._answer(body, self.question))
-        call = self.next_call or {"name": "fetch_doc", "arguments": {"topic": "status"}, "say": ""}
+            return self._answer(body, self.question)
+        call = self.next_call or {"id": "call_status", "name": "fetch_doc", "arguments": {"topic": "status"}, "say": ""}
         tool_call = {"id": call["id"], "type": "function",
                      "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
-        return JSONResponse(_completion({"role": "assistant", "content": call["say"], "tool_calls": [tool_call]}, "tool_calls"))
+        return {"role": "assistant", "content": call["say"], "tool_calls": [tool_call]}
 
     def _answer(self, body: dict[str, Any], fact: Fact) -> dict[str, Any]:
         messages = body["messages"]
@@ -75,27 +92,21 @@ class ScriptedModel:
         if last.get("role") == "tool":  # the proxy answered our context_recall call
             found = fact.answer in content_text(last)
             self.recalled = True
-            return _completion({"role": "assistant", "content": f"ANSWER: {fact.answer if found else 'unknown'}"}, "stop")
+            return {"role": "assistant", "content": f"ANSWER: {fact.answer if found else 'unknown'}"}
         context = "\n".join(content_text(m) for m in messages[:-1])
         if fact.answer in context:
-            return _completion({"role": "assistant", "content": f"ANSWER: {fact.answer}"}, "stop")
+            return {"role": "assistant", "content": f"ANSWER: {fact.answer}"}
         names = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
         if "context_recall" in names:
             call = {"id": "call_recall", "type": "function",
                     "function": {"name": "context_recall", "arguments": json.dumps({"query": fact.question})}}
-            return _completion({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
-        return _completion({"role": "assistant", "content": "ANSWER: unknown"}, "stop")
-
-
-def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
-    return {"id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": MODEL,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"role": "assistant", "content": "ANSWER: unknown"}
 
 
 def serve_model(model: ScriptedModel) -> str:
     app = Starlette(routes=[
-        Route("/v1/chat/completions", model.chat, methods=["POST"]),
+        *(Route(PATH[api], model.route(api), methods=["POST"]) for api in APIS),
         Route("/v1/models", lambda r: JSONResponse({"object": "list", "data": []})),
     ])
     port = free_port()
@@ -108,9 +119,17 @@ def serve_model(model: ScriptedModel) -> str:
     return f"http://127.0.0.1:{port}"
 
 
+def proxy_config(api: str, upstream: str, window: int) -> dict[str, Any]:
+    """Default policies, as a new user gets them; the model's window known; Messages go natively to the model."""
+    config: dict[str, Any] = {"models": {MODEL: {"context_window": window}}}
+    if api == "messages":
+        config["upstream"] = {"anthropic": {"base_url": f"{upstream}/v1", "api_key_env": None}}
+    return config
+
+
 def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, counter: TiktokenCounter,
-             window: int, run: int) -> dict[str, Any]:
-    client = httpx.Client(base_url=f"{proxy}/v1", timeout=120, headers={"x-ctxwarden-session": f"bench-run-{run}"})
+             window: int, run: int, api: str = "chat") -> dict[str, Any]:
+    client = httpx.Client(base_url=proxy, timeout=120, headers={"x-ctxwarden-session": f"bench-run-{run}", **HEADERS[api]})
     history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
     fact_steps = set(rng.sample(range(2, steps), 30))
     facts: list[Fact] = []
@@ -125,7 +144,7 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
         model.next_call = {"id": f"call_{run}_{step}", "name": kind["function"]["name"],
                            "arguments": {"query": f"step {step}"}, "say": say}
         before = len(model.received)
-        response = client.post("/chat/completions", json={"model": MODEL, "messages": history, "tools": TOOLS})
+        response = client.post(PATH[api], json=request_body(api, {"model": MODEL, "messages": history, "tools": TOOLS}))
         raw_tokens.append(counter.count_messages(history, MODEL) + counter.count_tools(TOOLS, MODEL))
         if response.status_code != 200:
             refused += 1
@@ -134,28 +153,31 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
         if len(model.received) == before:
             raise SystemExit(f"step {step}: the proxy answered without the model: {response.headers.get('x-ctxwarden-actions')} {response.text[:300]}")
         firsts.append(model.received[before])
-        answer = response.json()["choices"][0]["message"]
-        history.append({k: answer[k] for k in ("role", "content", "tool_calls") if k in answer})
+        answer, _ = read_answer(api, response.json())
+        history.append(answer)
         tokens = rng.randint(300, 4000)
         fact = Fact.plant(rng, kind["function"]["name"]) if step in fact_steps else None
         history.append({"role": "tool", "tool_call_id": answer["tool_calls"][0]["id"],
                         "content": make_result(rng, kind["function"]["name"], tokens, fact)})
         if fact:
             facts.append(fact)
-    return _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events)
+    return _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events, api)
 
 
 def _score(client: httpx.Client, model: ScriptedModel, history: list, facts: list[Fact], firsts: list,
-           raw_tokens: list[int], counter: TiktokenCounter, window: int, refused: int, events: int) -> dict[str, Any]:
-    stable = sum(1 for a, b in zip(firsts, firsts[1:]) if _extends(a, b))
-    forwarded = [counter.count_messages(b["messages"], MODEL) + counter.count_tools(b.get("tools"), MODEL) for b in firsts]
+           raw_tokens: list[int], counter: TiktokenCounter, window: int, refused: int, events: int,
+           api: str = "chat") -> dict[str, Any]:
+    stable = sum(1 for a, b in zip(firsts, firsts[1:]) if extends(api, a, b))
+    # Forwarded tokens counted on the chat form of what the model received, so every API counts alike.
+    chats = [conversation(api, b) for b in firsts]
+    forwarded = [counter.count_messages(c["messages"], MODEL) + counter.count_tools(c.get("tools"), MODEL) for c in chats]
     over = sum(1 for t in forwarded if t > window) + refused
     in_text = recalled = 0
     for fact in facts:
         model.question, model.recalled = fact, False
-        response = client.post("/chat/completions", json={"model": MODEL, "messages": history + [
-            {"role": "user", "content": fact.question}], "tools": TOOLS})
-        ok = response.status_code == 200 and fact.answer in (response.json()["choices"][0]["message"].get("content") or "")
+        response = client.post(PATH[api], json=request_body(api, {"model": MODEL, "messages": history + [
+            {"role": "user", "content": fact.question}], "tools": TOOLS}))
+        ok = response.status_code == 200 and fact.answer in (read_answer(api, response.json())[0].get("content") or "")
         in_text += ok and not model.recalled
         recalled += ok and model.recalled
     model.question = None
@@ -165,29 +187,23 @@ def _score(client: httpx.Client, model: ScriptedModel, history: list, facts: lis
             "in_text": in_text, "recalled": recalled, "over": over, "raw_last": raw_tokens[-1], "fwd_last": forwarded[-1]}
 
 
-def _extends(previous: dict[str, Any], current: dict[str, Any]) -> bool:
-    if json.dumps(previous.get("tools"), sort_keys=True) != json.dumps(current.get("tools"), sort_keys=True):
-        return False
-    a, b = previous["messages"], current["messages"]
-    return len(b) >= len(a) and all(json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True) for x, y in zip(a, b))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=70)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--window", type=int, default=128_000)
+    parser.add_argument("--api", choices=APIS, default="chat", help="the API the agent speaks")
     args = parser.parse_args()
     model = ScriptedModel()
     upstream = serve_model(model)
     # Default policies, as a new user gets them (the loop guard stops repetition only, never a long task).
-    proxy, url = start_proxy(upstream, {"models": {MODEL: {"context_window": args.window}}})
+    proxy, url = start_proxy(upstream, proxy_config(args.api, upstream, args.window))
     counter = TiktokenCounter()
     results = []
     try:
         for run in range(args.runs):
-            r = run_once(url, model, random.Random(args.seed + run), args.steps, counter, args.window, run)
+            r = run_once(url, model, random.Random(args.seed + run), args.steps, counter, args.window, run, args.api)
             results.append(r)
             print(f"run {run}: prefix-stable {r['stable']}/{r['pairs']} = {r['stable'] / r['pairs']:.3f}; "
                   f"compaction events {r['events']}; forwarded/raw (last 10 steps) {r['ratio']:.3f} "
@@ -199,7 +215,7 @@ def main() -> None:
     stable = sum(r["stable"] for r in results) / sum(r["pairs"] for r in results)
     kept = sum(r["in_text"] + r["recalled"] for r in results) / max(1, sum(r["facts"] for r in results))
     ratio = sum(r["ratio"] for r in results) / len(results)
-    print(f"\nALL {len(results)} runs × {args.steps} steps (window {args.window:,}): prefix-stable {stable:.3f} (target ≥ 0.90); "
+    print(f"\nALL ({args.api}) {len(results)} runs × {args.steps} steps (window {args.window:,}): prefix-stable {stable:.3f} (target ≥ 0.90); "
           f"forwarded/raw last 10 steps {ratio:.3f} (≤ 0.35); facts retained {kept:.1%} (≥ 95%); "
           f"requests over the window {sum(r['over'] for r in results)} (0); "
           f"compaction events per run {sum(r['events'] for r in results) / len(results):.1f}")

@@ -1,6 +1,6 @@
 """What the proxy adds, side by side with what it is measured against, in one run.
 
-    python bench/overhead.py [--n 1000] [--seconds 8] [--runs 4] [--quick]
+    python bench/overhead.py [--n 1000] [--api-n 300] [--seconds 8] [--runs 4] [--quick]
 
 Processes on 127.0.0.1: the fake upstream; a same-stack floor (bench/floors/passthrough.py:
 starlette + uvicorn + one pooled httpx client, the least any proxy on this stack costs); an aiohttp
@@ -9,6 +9,13 @@ command is installed (`pip install 'litellm[proxy]'`, here or in another environ
 CTXW_LITELLM). Requests go to every target in turn, so all see the same machine state; every time
 is reported as a ratio to the floor measured in the same run, because absolute milliseconds swing
 1–3× between runs on a shared machine.
+
+Per API (chat completions, the Responses API, Anthropic's Messages API): the same one-message
+request and the ~12k-token agent request (`agent_request()`), each written in the API's shape
+(bench/_api_wire.py), through the floor, ctxwarden with policies off and with the default policies
+(Messages forwarded natively: `upstream.anthropic` points at the fake upstream, which speaks all
+three); added p50/p99 over the upstream, and each as a ratio to that API's floor. Every API and
+target is sent in turn, so they all see the same machine state.
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ import json
 import os
 import random
 import statistics
+import time
 from pathlib import Path
 
 import httpx
 from _agent_steps import added_by_step, around
+from _api_wire import APIS, PATH, request_body
+from _api_wire import HEADERS as API_HEADERS
 from _harness import pct, start_fake, start_floor, start_litellm, start_proxy
-from _load import interleaved, stream_firsts, throughput
+from _load import HEADERS, interleaved, stream_firsts, throughput
 
 from ctxwarden.proxy.registry import policy_names
 
@@ -59,10 +69,12 @@ def agent_request(seed: int = 7) -> dict:
 
 def start_targets(fake_url: str, with_litellm: bool) -> tuple[dict[str, str], list]:
     procs, urls = [], {"upstream": fake_url}
+    # /v1/messages natively to the fake upstream (it speaks the Messages API); chat is unaffected.
+    anthropic = {"upstream": {"anthropic": {"base_url": f"{fake_url}/v1", "api_key_env": None}}}
     for name, start in ((FLOOR, lambda: start_floor("passthrough.py", fake_url)),
                         ("aiohttp floor", lambda: start_floor("aiohttp_passthrough.py", fake_url)),
-                        ("ctxwarden, policies off", lambda: start_proxy(fake_url, POLICIES_OFF)),
-                        ("ctxwarden, default policies", lambda: start_proxy(fake_url, {}))):
+                        ("ctxwarden, policies off", lambda: start_proxy(fake_url, {**POLICIES_OFF, **anthropic})),
+                        ("ctxwarden, default policies", lambda: start_proxy(fake_url, anthropic))):
         proc, url = start()
         procs.append(proc)
         urls[name] = url
@@ -97,6 +109,70 @@ def latency_table(urls: dict[str, str], n: int, seconds: float) -> dict[str, dic
         print(f"  {name:30} {row['p50']:12.3f} {row['p50'] / floor['p50']:8.2f} {row['p99']:12.3f} "
               f"{row['rps']:8.0f} {row['rps'] / floor['rps']:8.2f}")
     return rows
+
+
+PER_API_TARGETS = (FLOOR, "ctxwarden, policies off", "ctxwarden, default policies")
+
+
+def api_times(urls: dict[str, str], bodies: dict[str, dict], n: int, warm: int = 20) -> dict[tuple[str, str, str], list[float]]:
+    """ms per (request, API, target): `n` rounds, each sending every request in every API to every
+    target (the upstream itself included) in turn, sequentially on kept-alive connections."""
+    targets = {name: urls[name] for name in ("upstream", *PER_API_TARGETS)}
+    raws = {(label, api): json.dumps(request_body(api, body)).encode() for label, body in bodies.items() for api in APIS}
+    times: dict[tuple[str, str, str], list[float]] = {(label, api, name): [] for (label, api) in raws for name in targets}
+    headers = {api: {**HEADERS, **API_HEADERS[api]} for api in APIS}
+    notes: dict[tuple[str, str], str] = {}
+    with httpx.Client(timeout=60) as client:
+        for (label, api), raw in raws.items():
+            for name, url in targets.items():
+                for _ in range(warm):
+                    response = client.post(f"{url}{PATH[api]}", content=raw, headers=headers[api])
+                    response.raise_for_status()
+                if name == "ctxwarden, default policies":
+                    notes[(label, api)] = response.headers.get("x-ctxwarden-actions", "")
+        for i in range(n):
+            if i % 50 == 0:
+                client.post(f"{urls['upstream']}/_reset").raise_for_status()  # the fake keeps every body it gets
+            for (label, api), raw in raws.items():
+                for name, url in targets.items():
+                    t0 = time.perf_counter()
+                    client.post(f"{url}{PATH[api]}", content=raw, headers=headers[api]).raise_for_status()
+                    times[(label, api, name)].append((time.perf_counter() - t0) * 1000)
+    for (label, api), actions in notes.items():
+        if actions:
+            print(f"  note: default policies on the {label} request ({api}): x-ctxwarden-actions {actions}")
+    return times
+
+
+def per_api_table(urls: dict[str, str], n: int) -> dict[tuple[str, str], dict[str, float]]:
+    """Added p50/p99 over the upstream per API and target, each as a ratio to that API's floor."""
+    bodies = {"one message": SMALL, "agent, ~12k tokens": agent_request()}
+    print(f"\n[per API: {n} sequential requests per request × API × target, all interleaved; added over the upstream "
+          "itself; × floor = added / the same-stack floor's added on the same API and request]")
+    times = api_times(urls, bodies, n)
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    print(f"  {'request':20} {'API':10} {'floor p50':>9} {'p99':>7} | {'policies off p50':>16} {'× fl':>5} {'p99 × fl':>8} | "
+          f"{'default p50':>11} {'× fl':>5} {'p99 × fl':>8}")
+    for label in bodies:
+        for api in APIS:
+            direct = times[(label, api, "upstream")]
+            added = {name: (statistics.median(times[(label, api, name)]) - statistics.median(direct),
+                            pct(times[(label, api, name)], 99) - pct(direct, 99)) for name in PER_API_TARGETS}
+            f50, f99 = added[FLOOR]
+            off, default = added["ctxwarden, policies off"], added["ctxwarden, default policies"]
+            row = {"floor_p50": f50, "floor_p99": f99, "off_p50": off[0] / f50, "off_p99": off[1] / f99,
+                   "default_p50": default[0] / f50, "default_p99": default[1] / f99}
+            out[(label, api)] = row
+            print(f"  {label:20} {api:10} {f50:9.3f} {f99:7.3f} | {off[0]:16.3f} {row['off_p50']:5.2f} {row['off_p99']:8.2f} | "
+                  f"{default[0]:11.3f} {row['default_p50']:5.2f} {row['default_p99']:8.2f}")
+    print("  (ms; floor = bench/floors/passthrough.py relaying the same API; Messages natively, not translated)")
+    for label in bodies:
+        chat = out[(label, "chat")]
+        for api in APIS[1:]:
+            row = out[(label, api)]
+            print(f"  {label}, {api} − chat (p50 × floor): policies off {row['off_p50'] - chat['off_p50']:+.2f}, "
+                  f"default {row['default_p50'] - chat['default_p50']:+.2f}  (done when ≤ +0.10)")
+    return out
 
 
 def stream_table(fake_url: str, urls: dict[str, str], runs: int) -> None:
@@ -158,19 +234,25 @@ def memory_after_sessions(fake_url: str, sessions: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=1000, help="sequential requests per target")
+    parser.add_argument("--api-n", type=int, default=300, help="sequential requests per request × API × target")
     parser.add_argument("--seconds", type=float, default=8, help="length of each throughput run")
     parser.add_argument("--runs", type=int, default=4, help="runs of the 60-step agent loop")
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--no-litellm", action="store_true")
     parser.add_argument("--quick", action="store_true", help="small numbers, to try the bench itself")
+    parser.add_argument("--api-only", action="store_true", help="the per-API table alone")
     args = parser.parse_args()
     if args.quick:
-        args.n, args.seconds, args.runs, args.sessions = 100, 2, 1, 100
+        args.n, args.seconds, args.runs, args.sessions, args.api_n = 100, 2, 1, 100, 50
     fake, fake_url = start_fake()
     procs: list = []
     try:
         urls, procs = start_targets(fake_url, not args.no_litellm)
+        if args.api_only:
+            per_api_table(urls, args.api_n)
+            return
         rows = latency_table(urls, args.n, args.seconds)
+        per_api_table(urls, args.api_n)
         stream_table(fake_url, urls, max(20, args.n // 16))  # medians of fewer runs swing ±30 %
         agent_loop_table(fake_url, urls["ctxwarden, default policies"], rows[FLOOR]["p50"], args.runs)
         for proc in procs:

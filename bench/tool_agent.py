@@ -13,20 +13,36 @@ the policy forwards at each step is checked against the tool that step needs:
 - tools/step: tools in the forwarded list (find_tools included when offered);
 - changes: steps whose forwarded list differs from the step before (the cached prefix breaks);
 - latency: ToolsPolicy.on_request wall time per step, 500 tools, catalog warm.
+
+Through each API (`api` = chat | responses | messages; `python bench/tool_agent.py --api …` runs the
+default policy on the heldout tasks): the step's request is written in that API's shape
+(bench/_api_wire.py), made into the Exchange by the API's own handler (`_exchange`, as the server
+does), and what is forwarded is read from the body the handler would send (rendered back by the
+API's adapter): the tool names in that API's tool list.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import statistics
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from ctxwarden.policies.base import Exchange
-from ctxwarden.policies.tools.policy import ToolsPolicy
-from ctxwarden.policies.tools.search import FIND_TOOLS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _api_wire import APIS, request_body  # noqa: E402
+
+from ctxwarden.policies.base import Exchange  # noqa: E402
+from ctxwarden.policies.tools.policy import ToolsPolicy  # noqa: E402
+from ctxwarden.policies.tools.search import FIND_TOOLS  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "bfcl_agent"
 SYSTEM = {"role": "system", "content": "You are an agent. Use the tools to do what the user asks, step by step."}
@@ -66,20 +82,27 @@ class Tally:
 class AgentRun:
     """One task replayed through the policy, one request per step."""
 
-    def __init__(self, policy: ToolsPolicy, catalog: list[dict[str, Any]], task: dict[str, Any], label: str, tally: Tally) -> None:
-        self.policy, self.catalog, self.task, self.tally = policy, catalog, task, tally
+    def __init__(self, policy: ToolsPolicy, catalog: list[dict[str, Any]], task: dict[str, Any], label: str, tally: Tally,
+                 api: str = "chat") -> None:
+        self.policy, self.catalog, self.task, self.tally, self.api = policy, catalog, task, tally, api
         self.session = f"{label}:{task['id']}"
         self.messages: list[dict[str, Any]] = [SYSTEM]
         self.previous: list[str] | None = None
         self.missed = False
 
     async def step(self, needed: str | None, user_turn: str) -> None:
-        ex = Exchange(request_id="b", model="gpt-4o", messages=list(self.messages), tools=self.catalog,
-                      body={"model": "gpt-4o", "messages": self.messages, "tools": self.catalog}, session_id=self.session)
+        if self.api == "chat":
+            ex = Exchange(request_id="b", model="gpt-4o", messages=list(self.messages), tools=self.catalog,
+                          body={"model": "gpt-4o", "messages": self.messages, "tools": self.catalog}, session_id=self.session)
+        else:
+            ex = api_exchange(self.api, {"model": "gpt-4o", "messages": self.messages, "tools": self.catalog}, self.session)
         start = time.perf_counter()
         await self.policy.on_request(ex)
         self.tally.times.append((time.perf_counter() - start) * 1000)
-        forwarded = [t["function"]["name"] for t in ex.outgoing_body().get("tools", [])]
+        if self.api == "chat":
+            forwarded = [t["function"]["name"] for t in ex.outgoing_body().get("tools", [])]
+        else:
+            forwarded = api_forwarded_tools(self.api, ex)
         if self.previous is None:
             wanted = {c["tool"] for turn in self.task["turns"] for c in turn["calls"]}
             self.tally.first.append(len(wanted & set(forwarded)) / len(wanted))
@@ -122,11 +145,49 @@ class AgentRun:
         self.tally.full_runs += not self.missed
 
 
-async def run_policy(policy: ToolsPolicy, catalog: list[dict[str, Any]], tasks: list[dict[str, Any]], label: str) -> dict[str, float]:
+async def run_policy(policy: ToolsPolicy, catalog: list[dict[str, Any]], tasks: list[dict[str, Any]], label: str,
+                     api: str = "chat") -> dict[str, float]:
     tally = Tally()
     for task in tasks:
-        await AgentRun(policy, catalog, task, label, tally).run()
+        await AgentRun(policy, catalog, task, label, tally, api).run()
     return tally.row()
+
+
+# ----------------------------------------------------------------------------- the other APIs
+
+
+def _handler(api: str) -> Any:
+    """The API's handler class and a stand-in for the few attributes its `_exchange` reads."""
+    if api == "responses":
+        from ctxwarden.proxy.responses_api import ResponsesHandler as cls
+    else:
+        from ctxwarden.proxy.messages_api import MessagesHandler as cls
+    upstream = SimpleNamespace(request_headers=lambda headers: {}, base_url="http://bench.invalid/v1")
+    stub = SimpleNamespace(models=SimpleNamespace(context_window=lambda model: None), upstream=upstream, anthropic=upstream,
+                           api=cls.api)
+    return cls, stub
+
+
+def api_exchange(api: str, chat: dict[str, Any], session: str) -> Exchange:
+    """The Exchange the API's handler makes of this request in the API's shape."""
+    cls, stub = _handler(api)
+    body = request_body(api, json.loads(json.dumps(chat)))  # fresh dicts, as parsed from a body
+    return cls._exchange(stub, "b", body, {"x-ctxwarden-session": session}, len(json.dumps(body)), time.perf_counter())
+
+
+def api_forwarded_tools(api: str, ex: Exchange) -> list[str]:
+    """The tool names in the body the handler forwards (rendered back by the API's adapter)."""
+    body, parsed = ex.notes.wire
+    tools = list(ex.tools or [])
+    known = {(t.get("function") or {}).get("name") for t in tools}
+    tools += [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
+    if api == "responses":
+        from ctxwarden.proxy.wire.responses import render_request
+        out = body if not ex.changed and not ex.proxy_tools else render_request(body, parsed, ex.messages, tools if (tools or parsed.tools is not None) else None)
+    else:
+        from ctxwarden.proxy.wire.anthropic import render_request
+        out = body if not ex.changed and not ex.proxy_tools else render_request(body, parsed, ex.messages, tools)
+    return [t.get("name") for t in out.get("tools") or []]
 
 
 def bm25_baseline(catalog: list[dict[str, Any]], tasks: list[dict[str, Any]], k: int) -> dict[str, float]:
@@ -173,3 +234,39 @@ def print_rows(rows: list[tuple[str, dict[str, float]]]) -> None:
     print("kept: needed tool forwarded at its step; avail: kept, or found by one find_tools call (query = the user's"
           " turn); tasks: runs with every needed tool available; 1st req: share of a task's tools on its first request;"
           " tools/step counts find_tools when offered; chg: steps whose tool list differs from the step before")
+
+
+async def main() -> None:
+    """The default tools policy (cold, then warm on the other split) on one split, through one API."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--api", choices=APIS, default="chat")
+    parser.add_argument("--split", choices=("heldout", "dev"), default="heldout")
+    parser.add_argument("--tasks", type=int, default=0, help="first N tasks only (0: all)")
+    args = parser.parse_args()
+    from tool_retrieval import make_policy
+
+    from ctxwarden.proxy.config import EmbeddingsConfig, StorageConfig
+    from ctxwarden.proxy.embeddings import build_embedder
+    from ctxwarden.proxy.storage import ChromaStore
+
+    catalog, tasks = load(args.split)
+    _, other = load("dev" if args.split == "heldout" else "heldout")
+    if args.tasks:
+        tasks, other = tasks[: args.tasks], other[: args.tasks]
+    print(f"Agent (BFCL multi-turn) through the {args.api} API: {len(catalog)} tools in every request; "
+          f"{len(tasks)} {args.split} tasks")
+    embedder = build_embedder(EmbeddingsConfig(provider="wordllama"))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ctxw-tool-agent-") as tmp:
+        store = ChromaStore(StorageConfig(path=f"{tmp}/agent"))
+        policy = make_policy(embedder, store, top_k=None)
+        rows.append((f"{args.api}: policy, default (cold)", await run_policy(policy, catalog, tasks, "cold", args.api)))
+        policy = make_policy(embedder, store, top_k=None)
+        await run_policy(policy, catalog, other, "warm-up", args.api)
+        rows.append((f"{args.api}: policy, default (warm: usage seen on the other split)",
+                     await run_policy(policy, catalog, tasks, "warm", args.api)))
+    print_rows(rows)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -3,6 +3,8 @@
     python bench/floors/passthrough.py --upstream http://127.0.0.1:9000/v1 --port 9100
 
 What any proxy on this stack costs at least; bench/overhead.py reports ctxwarden as a ratio to it.
+It relays the three agent APIs: /v1/chat/completions, /v1/responses and /v1/messages (with the
+client's x-api-key and anthropic-* headers).
 """
 import argparse
 import json
@@ -18,21 +20,28 @@ parser.add_argument("--upstream", required=True)
 parser.add_argument("--port", type=int, required=True)
 args = parser.parse_args()
 client = httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=100, max_keepalive_connections=100))
-URL = args.upstream.rstrip("/") + "/chat/completions"
+BASE = args.upstream.rstrip("/")
+PASSED = ("authorization", "x-api-key", "anthropic-version", "anthropic-beta")
 
 
-async def chat(request):
-    body = await request.body()
-    headers = {"content-type": "application/json", "authorization": request.headers.get("authorization", "")}
-    upstream = await client.send(client.build_request("POST", URL, content=body, headers=headers),
-                                 stream=bool(json.loads(body).get("stream")))
-    if upstream.headers.get("content-type", "").startswith("text/event-stream"):
-        return StreamingResponse(upstream.aiter_raw(), media_type="text/event-stream", background=None)
-    return Response(await upstream.aread(), upstream.status_code, media_type="application/json")
+def relay(path):
+    url = BASE + path
+
+    async def handle(request):
+        body = await request.body()
+        headers = {"content-type": "application/json"}
+        headers.update((k, request.headers[k]) for k in PASSED if k in request.headers)
+        upstream = await client.send(client.build_request("POST", url, content=body, headers=headers),
+                                     stream=bool(json.loads(body).get("stream")))
+        if upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            return StreamingResponse(upstream.aiter_raw(), media_type="text/event-stream", background=None)
+        return Response(await upstream.aread(), upstream.status_code, media_type="application/json")
+    return handle
 
 
 async def health(request):
     return Response("ok")
 
-app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/healthz", health)])
+app = Starlette(routes=[*(Route(f"/v1{path}", relay(path), methods=["POST"]) for path in ("/chat/completions", "/responses", "/messages")),
+                        Route("/healthz", health)])
 uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools", log_level="error", access_log=False)
