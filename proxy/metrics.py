@@ -198,7 +198,7 @@ class _Collector:
 
 # HELP text of the main series; any other is described by its kind and the name it was recorded under.
 HELP = {
-    "ctxwarden.requests": "Chat completion requests received, by model, HTTP status and stream.",
+    "ctxwarden.requests": "Requests received, by API (chat, responses, messages), model, HTTP status and stream.",
     "ctxwarden.request.duration_seconds": "Time from receiving a chat request to its response head, in seconds.",
     "ctxwarden.request.received_tokens": "Prompt tokens of a chat request as the client sent it.",
     "ctxwarden.request.forwarded_tokens": "Prompt tokens of a chat request as forwarded upstream, after the policies.",

@@ -180,7 +180,7 @@ def test_every_family_on_the_real_server_has_help_and_type_and_genai_metrics(sta
     types = {line.split()[2].removesuffix("_total") for line in text.splitlines() if line.startswith("# TYPE ")}
     parsed = families(text)
     assert len(parsed) > 5 and helps == types == set(parsed)  # HELP and TYPE on every family, nothing else
-    assert parsed["ctxwarden_requests"].documentation.startswith("Chat completion requests received")
+    assert parsed["ctxwarden_requests"].documentation.startswith("Requests received, by API")
     assert "tokens" in parsed["gen_ai_client_token_usage"].documentation
     usage = parsed["gen_ai_client_token_usage"]
     assert usage.type == "histogram"

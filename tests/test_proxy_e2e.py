@@ -210,7 +210,7 @@ def test_models_are_relayed_and_health_and_metrics_answer(fake, start_proxy):
     client.chat.completions.create(model="gpt-4o", messages=HI)
     assert httpx.get(f"{proxy.url}/healthz").status_code == 200
     text = httpx.get(f"{proxy.url}/metrics").text
-    assert 'ctxwarden_requests_total{model="gpt-4o",status="200",stream="False"} 1' in text
+    assert 'ctxwarden_requests_total{api="chat",model="gpt-4o",status="200",stream="False"} 1' in text
     assert "ctxwarden_request_duration_seconds_bucket" in text
 
 
