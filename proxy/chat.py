@@ -185,19 +185,31 @@ class ChatHandler:
             raise ProxyError(499, "client_disconnected", "The client closed the connection; the request was not forwarded.")
         return work.result()
 
-    async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
+    async def _policies(self, ex: Exchange, request: Request) -> Response | None:
+        """The request policies; the answer when one of them ended the exchange (a Reject in this
+        API's error shape, a Respond as this API's answer), else None: forward the request."""
         started = time.perf_counter()
         verdict = await self._run_policies(ex, request)
         # What the request policies took, in the standard header browsers and load tools read.
         ex.response_headers["server-timing"] = f"ctxwarden-policies;dur={(time.perf_counter() - started) * 1000:.2f}"
         if isinstance(verdict, Reject):
             await self.pipeline.complete(ex, "rejected")
-            return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
+            return self._error(ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type))
         if isinstance(verdict, Respond):
             await self.pipeline.complete(ex, "responded")
-            made = completion_chunks if ex.stream else completion_object
-            answer = made(ex, verdict.content, verdict.finish_reason, verdict.reason)
-            return StreamingResponse(iter(answer), media_type="text/event-stream") if ex.stream else JSONResponse(answer)
+            return self._proxy_answer(ex, verdict)
+        return None
+
+    def _proxy_answer(self, ex: Exchange, verdict: Respond) -> Response:
+        """An answer the proxy wrote (verdict Respond), in this API's shape."""
+        made = completion_chunks if ex.stream else completion_object
+        answer = made(ex, verdict.content, verdict.finish_reason, verdict.reason)
+        return StreamingResponse(iter(answer), media_type="text/event-stream") if ex.stream else JSONResponse(answer)
+
+    async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
+        ended = await self._policies(ex, request)
+        if ended is not None:
+            return ended
         self._record_tokens(ex, span)
         outgoing = ex.outgoing_body()
         self._watch_prefix(ex, outgoing, span)

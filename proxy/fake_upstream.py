@@ -174,16 +174,23 @@ class FakeUpstream:
             if entry.get("chunk_delay_s"):
                 await asyncio.sleep(entry["chunk_delay_s"])
 
-    async def _responses(self, request: Request) -> Response:
-        """The Responses API: the same script entries as chat (content, tool_calls, status/json, delay_s)."""
+    async def _next_entry(self, request: Request) -> tuple[dict[str, Any], dict[str, Any], Response | None]:
+        """(the body, the next script entry, the error answer it scripts or None), after its delay."""
         body = await self._record(request) or {}
         entry = self.script.pop(0) if self.script else {}
         if entry.get("delay_s"):
             await asyncio.sleep(entry["delay_s"])
         status = entry.get("status", 200)
         if status != 200 or "json" in entry:
-            return JSONResponse(entry.get("json", {}), status_code=status, headers=entry.get("headers"))
+            return body, entry, JSONResponse(entry.get("json", {}), status_code=status, headers=entry.get("headers"))
         self.counter += 1
+        return body, entry, None
+
+    async def _responses(self, request: Request) -> Response:
+        """The Responses API: the same script entries as chat (content, tool_calls, status/json, delay_s)."""
+        body, entry, scripted = await self._next_entry(request)
+        if scripted is not None:
+            return scripted
         n = self.counter
         output: list[dict[str, Any]] = []
         content = entry.get("content")
@@ -218,14 +225,9 @@ class FakeUpstream:
 
     async def _messages(self, request: Request) -> Response:
         """Anthropic's Messages API: the same script entries (content, tool_calls, status/json, delay_s)."""
-        body = await self._record(request) or {}
-        entry = self.script.pop(0) if self.script else {}
-        if entry.get("delay_s"):
-            await asyncio.sleep(entry["delay_s"])
-        status = entry.get("status", 200)
-        if status != 200 or "json" in entry:
-            return JSONResponse(entry.get("json", {}), status_code=status, headers=entry.get("headers"))
-        self.counter += 1
+        body, entry, scripted = await self._next_entry(request)
+        if scripted is not None:
+            return scripted
         n = self.counter
         content = entry.get("content")
         if content is None and not entry.get("tool_calls"):

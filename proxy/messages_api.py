@@ -18,7 +18,6 @@ comes as the same events (action `proxy.stream_whole`). Errors are in Anthropic'
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, AsyncIterator
 
 import httpx
@@ -102,19 +101,16 @@ class MessagesHandler(ChatHandler):
         ex.notes.started = started
         return ex
 
+    def _proxy_answer(self, ex: Exchange, verdict: Respond) -> Response:
+        if ex.stream:
+            events = proxy_stream_events(ex.model, ex.request_id, verdict.content, verdict.reason)
+            return StreamingResponse(iter([encode(e) for e in events]), media_type="text/event-stream")
+        return JSONResponse(proxy_response(ex.model, ex.request_id, verdict.content, verdict.reason))
+
     async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
-        started = time.perf_counter()
-        verdict = await self._run_policies(ex, request)
-        ex.response_headers["server-timing"] = f"ctxwarden-policies;dur={(time.perf_counter() - started) * 1000:.2f}"
-        if isinstance(verdict, Reject):
-            await self.pipeline.complete(ex, "rejected")
-            return self._error(ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type))
-        if isinstance(verdict, Respond):
-            await self.pipeline.complete(ex, "responded")
-            if ex.stream:
-                events = proxy_stream_events(ex.model, ex.request_id, verdict.content, verdict.reason)
-                return StreamingResponse(iter([encode(e) for e in events]), media_type="text/event-stream")
-            return JSONResponse(proxy_response(ex.model, ex.request_id, verdict.content, verdict.reason))
+        ended = await self._policies(ex, request)
+        if ended is not None:
+            return ended
         self._record_tokens(ex, span)
         self._watch_prefix(ex, ex.outgoing_body(), span)
         upstream = self.anthropic or self.upstream

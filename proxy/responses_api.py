@@ -20,7 +20,6 @@ the request carries (the README says what that means for compaction and clash).
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, AsyncIterator
 
 import httpx
@@ -82,15 +81,9 @@ class ResponsesHandler(ChatHandler):
         return ex
 
     async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
-        started = time.perf_counter()
-        verdict = await self._run_policies(ex, request)
-        ex.response_headers["server-timing"] = f"ctxwarden-policies;dur={(time.perf_counter() - started) * 1000:.2f}"
-        if isinstance(verdict, Reject):
-            await self.pipeline.complete(ex, "rejected")
-            return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
-        if isinstance(verdict, Respond):
-            await self.pipeline.complete(ex, "responded")
-            return self._proxy_answer(ex, verdict)
+        ended = await self._policies(ex, request)
+        if ended is not None:
+            return ended
         self._record_tokens(ex, span)
         self._watch_prefix(ex, ex.outgoing_body(), span)
         body, parsed = ex.notes.wire
