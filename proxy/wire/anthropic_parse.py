@@ -6,12 +6,12 @@ Every chat message remembers the Anthropic blocks it came from (a `Piece`), so t
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .anthropic_tools import AnthropicWireError, parse_tool_choice, parse_tools
+from .snapshot import snapshot, tool_snapshot
 
 Message = dict[str, Any]
 Block = dict[str, Any]
@@ -30,9 +30,10 @@ class Piece:
     """Where one chat message came from.
 
     turn: the index of its Anthropic message in `messages` (-1 for the top-level `system`).
-    snapshot: a deep copy of the chat message exactly as parsed (edits in place are detected).
+    snapshot: a copy of the chat message exactly as parsed (edits in place are detected; snapshot.py).
     blocks: the original Anthropic blocks (the same objects) this chat message stands for.
-    parts: for user and system messages with list content, the chat part each block became.
+    parts: for user and system messages with list content, the chat part each block became
+    (the snapshot's: as parsed).
     string: the original content was a plain string (blocks then holds no block).
     """
 
@@ -80,7 +81,8 @@ def parse_request(body: dict[str, Any]) -> ParsedRequest:
 
     def add(turn: int, message: Message, blocks: list[Block], parts: list[Any] | None = None, string: bool = False) -> None:
         messages.append(message)
-        pieces.append(Piece(turn, copy.deepcopy(message), blocks, parts or [], string))
+        snap = snapshot(message)  # its parts too: the message's own may be edited in place
+        pieces.append(Piece(turn, snap, blocks, snap["content"] if parts else [], string))
 
     system = body.get("system")
     if isinstance(system, str):
@@ -105,7 +107,7 @@ def parse_request(body: dict[str, Any]) -> ParsedRequest:
     tools, origins, server_tools = parse_tools(body.get("tools"))
     tool_choice, parallel = parse_tool_choice(body.get("tool_choice"))
     parsed = ParsedRequest(messages, tools, tool_choice, parallel, server_tools, pieces, origins)
-    parsed._tool_snapshots = copy.deepcopy(tools)
+    parsed._tool_snapshots = [tool_snapshot(t) for t in tools]
     parsed.last_breakpoint = max(
         (i for i, p in enumerate(pieces) if any(isinstance(b, dict) and b.get("cache_control") for b in p.blocks)),
         default=-1,

@@ -92,10 +92,10 @@ def _match(messages: list[Message], pieces: list[Piece]) -> tuple[list[int | Non
         if pointer < len(pieces) and message == pieces[pointer].snapshot:
             found: int | None = pointer
         else:
-            if index is None:
+            if index is None:  # the pointer only rises: pieces before it are never found again
                 index = {}
-                for p, piece in enumerate(pieces):
-                    index.setdefault(_key(piece.snapshot), []).append(p)
+                for p in range(pointer, len(pieces)):
+                    index.setdefault(_key(pieces[p].snapshot), []).append(p)
             found = next((p for p in index.get(_key(message), []) if p >= pointer and not used[p]), None)
         if found is not None:
             src[i], same[i], used[found] = found, True, True
@@ -166,6 +166,10 @@ def _render_turns(
     """The `messages` array, and whether it is exactly the body's own."""
     pieces = parsed.pieces
     originals = body.get("messages") or []
+    if all(same):  # fast path: every turn's pieces, all unchanged and in order, is the body's own array
+        order = [p for p, piece in enumerate(pieces) if piece.turn >= 0]
+        if src == order and len({pieces[p].turn for p in order}) == len(originals):
+            return originals, True
     groups: list[tuple[str, int | None, list[int]]] = []
     for i, message in enumerate(msgs):
         role = "assistant" if message.get("role") == "assistant" else "user"
@@ -175,9 +179,12 @@ def _render_turns(
         else:
             groups.append((role, turn, [i]))
 
+    by_turn: dict[int, list[int]] = {}  # turn → its pieces' indices
+    for p, piece in enumerate(pieces):
+        by_turn.setdefault(piece.turn, []).append(p)
     turns: list[_Turn] = []
     for role, turn, items in groups:
-        if turn is not None and all(same[i] for i in items) and [src[i] for i in items] == _turn_pieces(pieces, turn):
+        if turn is not None and all(same[i] for i in items) and [src[i] for i in items] == by_turn.get(turn, []):
             turns.append(_Turn(role, turn, originals[turn].get("content"), True))
             continue
         content = _group_content(role, [(msgs[i], pieces[src[i]] if src[i] is not None else None, same[i]) for i in items])  # type: ignore[index]
@@ -199,10 +206,6 @@ def _render_turns(
     if intact:
         return originals, True
     return [originals[t.turn] if t.original else {"role": t.role, "content": t.content} for t in merged], False  # type: ignore[index]
-
-
-def _turn_pieces(pieces: list[Piece], turn: int) -> list[int]:
-    return [p for p, piece in enumerate(pieces) if piece.turn == turn]
 
 
 def _group_content(role: str, items: list[tuple[Message, Piece | None, bool]]) -> str | list[Block]:

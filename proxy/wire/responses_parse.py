@@ -8,12 +8,12 @@ conversation back byte for byte where nothing changed.
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ProxyError
+from .snapshot import snapshot, tool_snapshot
 
 Item = dict[str, Any]
 Message = dict[str, Any]
@@ -42,14 +42,14 @@ class ParsedRequest:
     items: list[Item] = field(default_factory=list)  # the input items (a string input: one synthetic item)
     sources: list[list[int]] = field(default_factory=list)  # per message: its items' indices, riders included
     orphans: list[int] = field(default_factory=list)  # rider items with no message to ride on
-    keys: list[str] = field(default_factory=list)  # per message: its value as parsed (json_key)
+    snapshots: list[Message] = field(default_factory=list)  # per message: its value as parsed (snapshot())
     roles: list[Any] = field(default_factory=list)  # per message: its role as parsed
-    tools_key: str = "null"  # json_key of `tools` as parsed (policies may edit the list in place)
+    tool_snapshots: list[Tool] = field(default_factory=list)  # `tools` as parsed (policies may edit in place)
     tool_choice_key: str = "null"
-    function_tools: dict[str, tuple[Tool, str]] = field(default_factory=dict)  # name → (original, chat json_key)
+    function_tools: dict[str, tuple[Tool, Tool]] = field(default_factory=dict)  # name → (original, chat snapshot)
     calls: dict[str, Item] = field(default_factory=dict)  # call_id → original function_call item
     outputs: dict[str, Item] = field(default_factory=dict)  # call_id → original function_call_output item
-    parts: dict[tuple[bool, str], Any] = field(default_factory=dict)  # (assistant?, chat part json) → original part
+    parts: dict[tuple[bool, str], Any] | None = None  # (assistant?, chat part json) → original part: part_origins()
 
 
 # ----------------------------------------------------------------------------- parse
@@ -77,10 +77,28 @@ def parse_request(body: dict[str, Any]) -> ParsedRequest:
         parsed.sources.append([])
     _parse_items(parsed)
     _parse_tools(parsed, body.get("tools"))
-    parsed.keys = [json_key(m) for m in parsed.messages]
+    parsed.snapshots = [snapshot(m) for m in parsed.messages]
     parsed.roles = [m["role"] for m in parsed.messages]
-    parsed.tools_key, parsed.tool_choice_key = json_key(parsed.tools or []), json_key(parsed.tool_choice)
+    parsed.tool_choice_key = json_key(parsed.tool_choice)
     return parsed
+
+
+def part_origins(parsed: ParsedRequest) -> dict[tuple[bool, str], Any]:
+    """(assistant?, json_key of a chat content part as parsed) → the input item's part it came
+    from, the first one where several read the same. Built on first use (render, for a changed
+    message with list content), from the snapshots."""
+    if parsed.parts is None:
+        parts: dict[tuple[bool, str], Any] = {}
+        for k, sources in enumerate(parsed.sources):
+            for i in sources:
+                item = parsed.items[i]
+                if item_kind(item) == "message":  # a message's one message item, first of its sources
+                    if isinstance(item["content"], list):
+                        for original, chat in zip(item["content"], parsed.snapshots[k]["content"]):
+                            parts.setdefault((item["role"] == "assistant", json_key(chat)), original)
+                    break
+        parsed.parts = parts
+    return parsed.parts
 
 
 def item_kind(item: Item) -> str:
@@ -122,7 +140,7 @@ def _parse_items(parsed: ParsedRequest) -> None:
                 parsed.outputs[item["call_id"]] = item
                 message = chat_tool_message(item)
             else:
-                message = _chat_message(item, parsed.parts)
+                message = _chat_message(item)
             messages.append(message)
             sources.append([*pending, i])
             takes_calls = message["role"] == "assistant"
@@ -133,14 +151,9 @@ def _parse_items(parsed: ParsedRequest) -> None:
         parsed.orphans = pending
 
 
-def _chat_message(item: Item, parts: dict[tuple[bool, str], Any]) -> Message:
-    role, content = item["role"], item["content"]
-    if isinstance(content, list):
-        chat_parts = [_chat_part(p) for p in content]
-        for original, chat in zip(content, chat_parts):
-            parts.setdefault((role == "assistant", json_key(chat)), original)
-        content = chat_parts
-    return {"role": role, "content": content}
+def _chat_message(item: Item) -> Message:
+    content = item["content"]
+    return {"role": item["role"], "content": [_chat_part(p) for p in content] if isinstance(content, list) else content}
 
 
 def chat_tool_message(item: Item) -> Message:
@@ -152,7 +165,7 @@ def chat_tool_message(item: Item) -> Message:
 def _chat_part(part: Any) -> Any:
     """input_text/output_text → text, input_image with a URL → image_url, else an opaque copy."""
     if not isinstance(part, dict):
-        return copy.deepcopy(part)
+        return snapshot(part)
     kind = part.get("type")
     if kind in ("input_text", "output_text") and isinstance(part.get("text"), str):
         return {"type": "text", "text": part["text"]}
@@ -161,7 +174,7 @@ def _chat_part(part: Any) -> Any:
         if part.get("detail") is not None:
             url["detail"] = part["detail"]
         return {"type": "image_url", "image_url": url}
-    return copy.deepcopy(part)
+    return snapshot(part)
 
 
 def json_key(value: Any) -> str:
@@ -179,14 +192,16 @@ def _parse_tools(parsed: ParsedRequest, tools: Any) -> None:
         if tool.get("type") == "function" and isinstance(tool.get("name"), str):
             chat = chat_tool(tool)
             parsed.tools.append(chat)
-            parsed.function_tools[tool["name"]] = (tool, json_key(chat))
+            parsed.tool_snapshots.append(tool_snapshot(chat))
+            parsed.function_tools[tool["name"]] = (tool, parsed.tool_snapshots[-1])
         else:
             parsed.hosted_tools.append(tool)
 
 
 def chat_tool(tool: Tool) -> Tool:
-    """A Responses function tool in chat form (name, description, parameters, strict)."""
-    function = {k: copy.deepcopy(tool[k]) for k in ("name", "description", "parameters", "strict") if k in tool}
+    """A Responses function tool in chat form (name, description, parameters, strict). The
+    `parameters` object is the tool's own, not a copy (see snapshot.tool_snapshot)."""
+    function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool}
     return {"type": "function", "function": function}
 
 

@@ -19,6 +19,7 @@ from .responses_parse import (
     chat_tool_message,
     item_kind,
     json_key,
+    part_origins,
     responses_choice,
     responses_tool,
 )
@@ -39,7 +40,7 @@ def render_request(body: dict[str, Any], parsed: ParsedRequest, messages: list[M
     if parsed.instructions:
         if messages and messages[0].get("role") in ("system", "developer"):
             first = messages.pop(0)
-            if json_key(first) != parsed.keys[0]:
+            if not _same(first, parsed.snapshots[0]):
                 out["instructions"] = _plain_text(first.get("content"))
         else:
             out.pop("instructions", None)
@@ -61,15 +62,29 @@ def _plain_text(content: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
+def _same(value: Any, snapshot: Any) -> bool:
+    """Whether `value` is `snapshot`'s value: == (in C, quick on the shared strings of an unchanged
+    message), else the same canonical JSON (a tuple where the snapshot has a list)."""
+    return value == snapshot or json_key(value) == json_key(snapshot)
+
+
 def _match(parsed: ParsedRequest, messages: list[Message]) -> list[int | None]:
-    """For each edited message, the parsed message it equals (in order), or None."""
-    first = int(parsed.instructions)
-    positions: dict[str, list[int]] = {}
-    for k in range(len(parsed.keys) - 1, first - 1, -1):
-        positions.setdefault(parsed.keys[k], []).append(k)
+    """For each edited message, the parsed message it equals (the first one after the last match),
+    or None. Messages still in place cost one == each; JSON keys only for the others."""
+    snapshots = parsed.snapshots
+    n = len(snapshots)
+    positions: dict[str, list[int]] | None = None  # json_key → parsed indices ≥ the floor at the first miss
     matched: list[int | None] = []
-    floor = first
+    floor = int(parsed.instructions)
     for message in messages:
+        if floor < n and message == snapshots[floor]:
+            matched.append(floor)
+            floor += 1
+            continue
+        if positions is None:  # the floor only rises: later matches are never below it
+            positions = {}
+            for k in range(n - 1, floor - 1, -1):
+                positions.setdefault(json_key(snapshots[k]), []).append(k)
         stack = positions.get(json_key(message), [])
         while stack and stack[-1] < floor:
             stack.pop()
@@ -86,7 +101,7 @@ def _pair_changed(parsed: ParsedRequest, messages: list[Message], matched: list[
     role in the same gap between unchanged messages; None for a new message. Linear: matches
     increase, so every parsed message inside a gap is unmatched."""
     pairs: list[int | None] = [None] * len(messages)
-    anchors = [(e, k) for e, k in enumerate(matched) if k is not None] + [(len(messages), len(parsed.keys))]
+    anchors = [(e, k) for e, k in enumerate(matched) if k is not None] + [(len(messages), len(parsed.snapshots))]
     last_e, last_k = -1, int(parsed.instructions) - 1
     for next_e, next_k in anchors:
         waiting: dict[str, deque[int]] = {}
@@ -102,7 +117,7 @@ def _pair_changed(parsed: ParsedRequest, messages: list[Message], matched: list[
 
 def _render_input(parsed: ParsedRequest, messages: list[Message]) -> Any:
     matched = _match(parsed, messages)
-    if None not in matched and len(matched) == len(parsed.keys) - int(parsed.instructions):
+    if None not in matched and len(matched) == len(parsed.snapshots) - int(parsed.instructions):
         return SAME
     pairs = _pair_changed(parsed, messages, matched)
     items = [parsed.items[i] for i in parsed.orphans]
@@ -196,7 +211,7 @@ def _input_part(part: Any, role: Any, parsed: ParsedRequest) -> Any:
     text → input_text (output_text for the assistant), image_url → input_image, others as they are."""
     if not isinstance(part, dict):
         return part
-    original = parsed.parts.get((role == "assistant", json_key(part)))
+    original = part_origins(parsed).get((role == "assistant", json_key(part)))
     if original is not None:
         return original
     if part.get("type") == "text":
@@ -231,14 +246,15 @@ def render_tools(parsed: ParsedRequest, tools: list[Tool] | None) -> Any:
     is the session's append-only list: a tool found later (find_tools) comes last, never back at its
     place in the client's list, which would change the cached prefix of `tools`."""
     tools = list(tools or [])
-    if json_key(tools) == parsed.tools_key:
+    snapshots = parsed.tool_snapshots
+    if len(tools) == len(snapshots) and all(_same(t, s) for t, s in zip(tools, snapshots)):
         return UNCHANGED
     kept: set[str] = set()
     result = list(parsed.hosted_tools)
     for tool in tools:
         name = (tool.get("function") or {}).get("name") if isinstance(tool.get("function"), dict) else None
         known = parsed.function_tools.get(name) if isinstance(name, str) else None
-        if known is not None and known[1] == json_key(tool) and name not in kept:
+        if known is not None and _same(tool, known[1]) and name not in kept:
             kept.add(name)
             result.append(known[0])
         else:
