@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
 import time
 import uuid
 from typing import Any
@@ -20,7 +19,7 @@ from ctxwarden.policies.messages import content_text
 
 from .answers import completion_chunks, completion_object, disconnected
 from .errors import ProxyError, error_body
-from .genai import UpstreamCall, fail_span, provider_name, server_span
+from .genai import UpstreamCall, fail_span, model_of, provider_name, server_span, usage_of
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
 from .prefix_watch import PrefixWatch
@@ -138,22 +137,29 @@ class ChatHandler:
     def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
         """The request as the policies read it (an API's handler parses its own shape here); 400 if invalid."""
         check_chat_body(body)
-        model = body["model"]
+        return self._new_exchange(request_id, body, headers, body_bytes, started)
+
+    def _new_exchange(self, request_id: str, chat: dict[str, Any], headers: Any, body_bytes: int, started: float,
+                      wire: Any = None, upstream: Upstream | None = None) -> Exchange:
+        """The Exchange for a chat-shaped body (`chat`: the client's own, or what an API's handler
+        parsed its request into, kept as `wire`), with the headers `upstream` is sent."""
         hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
         ex = Exchange(
             request_id=request_id,
-            model=model,
-            messages=body["messages"],
-            tools=body.get("tools"),
-            body=body,
-            stream=bool(body.get("stream")),
+            model=chat["model"],
+            messages=chat["messages"],
+            tools=chat.get("tools"),
+            body=chat,
+            stream=bool(chat.get("stream")),
             tenant=tenant_of(hints),
-            session_id=session_of(body, headers),
+            session_id=session_of(chat, headers),
             headers=hints,
-            context_window=self.models.context_window(model),
+            context_window=self.models.context_window(chat["model"]),
             body_bytes=body_bytes,
         )
-        ex.notes.upstream_headers = self.upstream.request_headers(headers)
+        ex.notes.wire = wire
+        ex.notes.api = self.api
+        ex.notes.upstream_headers = (upstream or self.upstream).request_headers(headers)
         ex.notes.started = started
         return ex
 
@@ -251,7 +257,7 @@ class ChatHandler:
             return await litellm_response(outgoing, ex.stream)
         ask_usage = ex.stream and "stream_options" not in ex.body  # streams report no usage unless asked
         if ex.changed or ex.proxy_tools:
-            payload = _encode({**outgoing, "stream_options": {"include_usage": True}} if ask_usage else outgoing)
+            payload = encode_json({**outgoing, "stream_options": {"include_usage": True}} if ask_usage else outgoing)
         else:  # the client's bytes, with the option spliced in front (no re-encoding of a long history)
             payload = b'{"stream_options":{"include_usage":true},' + raw.removeprefix(b"\xef\xbb\xbf").lstrip()[1:] if ask_usage else raw
         ex.notes.usage_added = ask_usage
@@ -274,7 +280,7 @@ class ChatHandler:
                 from .upstream.providers import litellm_response
 
                 return await litellm_response(body, stream)
-            result = await self.upstream.send("POST", "chat/completions", _encode(body), ex.notes.upstream_headers, stream=stream)
+            result = await self.upstream.send("POST", "chat/completions", encode_json(body), ex.notes.upstream_headers, stream=stream)
             if result.response.status_code >= 400:
                 data, _ = await upstream_error(result.response)
                 detail = data["error"]
@@ -287,7 +293,7 @@ class ChatHandler:
     async def _complete(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
         if not ex.proxy_tools and not self.pipeline.reads_answer(ex):
             await self.pipeline.complete(ex, "ok")
-            call.finish(response.status_code, _usage_of(response.content), _model_of(response.content))
+            call.finish(response.status_code, usage_of(response.content), model_of(response.content))
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
         try:
             data = completion_json(response)
@@ -316,7 +322,7 @@ class ChatHandler:
 
     def _stream(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
         async def finished(outcome: str) -> None:
-            call.finish(response.status_code, relay.usage or _usage_of(relay.tail), _model_of(relay.tail),
+            call.finish(response.status_code, relay.usage or usage_of(relay.tail), model_of(relay.tail),
                         error="upstream_stream_cut" if outcome == "cut" else None)
             await self.pipeline.complete(ex, outcome)
 
@@ -334,29 +340,7 @@ class ChatHandler:
         return StreamingResponse(body, status_code=response.status_code, headers=headers, media_type="text/event-stream")
 
 
-_USAGE = re.compile(rb'"usage"\s*:\s*\{[^{}]*\}')
-_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
-
-
-def _usage_of(content: bytes) -> dict[str, Any] | None:
-    """The usage object of a JSON answer or of the last SSE chunks, without parsing the rest."""
-    matches = _USAGE.findall(content[-4096:] if len(content) > 4096 else content)
-    if not matches:
-        return None
-    try:
-        return json.loads(b"{" + matches[-1] + b"}")["usage"]
-    except ValueError:
-        return None
-
-
-def _model_of(content: bytes) -> str | None:
-    """The answering model named in a JSON answer or an SSE chunk (gen_ai.response.model): a JSON
-    answer names it at its start, before a content of any length; every chunk of a stream names it."""
-    found = _MODEL.search(content, 0, 4096)
-    return found.group(1).decode("utf-8", "replace") if found else None
-
-
-def _encode(body: dict[str, Any]) -> bytes:
+def encode_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

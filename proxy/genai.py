@@ -7,6 +7,8 @@ Without a span receiver the tracer is a no-op; the metrics are kept either way.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from functools import lru_cache
 from typing import Any, Mapping
@@ -86,3 +88,36 @@ class UpstreamCall:
                         span.set_attribute(f"gen_ai.usage.{kind}_tokens", usage[key])
                     metrics.record("gen_ai.client.token.usage", usage[key], **self.attributes, **{"gen_ai.token.type": kind})
         span.end()
+
+
+# Read from an OpenAI-shaped answer without parsing it: the usage and the model a call reports.
+_USAGE = re.compile(rb'"usage"\s*:\s*\{[^{}]*\}')
+_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
+
+
+def usage_of(content: bytes) -> dict[str, Any] | None:
+    """The usage object of a JSON answer or of the last SSE chunks, without parsing the rest."""
+    matches = _USAGE.findall(content[-4096:] if len(content) > 4096 else content)
+    if not matches:
+        return None
+    try:
+        return json.loads(b"{" + matches[-1] + b"}")["usage"]
+    except ValueError:
+        return None
+
+
+def model_of(content: bytes) -> str | None:
+    """The answering model named in a JSON answer or an SSE chunk (gen_ai.response.model): a JSON
+    answer names it at its start, before a content of any length; every chunk of a stream names it."""
+    found = _MODEL.search(content, 0, 4096)
+    return found.group(1).decode("utf-8", "replace") if found else None
+
+
+def chat_usage(usage: Any) -> dict[str, int] | None:
+    """Usage in input/output names (the Responses and Messages APIs) in chat's names (prompt/completion
+    tokens), which `UpstreamCall.finish` records."""
+    if not isinstance(usage, dict):
+        return None
+    out = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
+           "total_tokens": usage.get("total_tokens")}
+    return {k: v for k, v in out.items() if isinstance(v, int)}

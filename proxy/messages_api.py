@@ -27,9 +27,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 from ctxwarden.policies.messages import content_text
 
-from .chat import ChatHandler, relay_headers, session_of, tenant_of, upstream_error
+from .chat import ChatHandler, encode_json, relay_headers, upstream_error
 from .errors import ProxyError
-from .genai import UpstreamCall
+from .genai import UpstreamCall, chat_usage
 from .proxy_tools import ProxyToolRounds
 from .upstream.client import AnthropicUpstream, completion_json
 from .upstream.paths import relay_path
@@ -88,18 +88,8 @@ class MessagesHandler(ChatHandler):
         user = (body.get("metadata") or {}).get("user_id") if isinstance(body.get("metadata"), dict) else None
         if isinstance(user, str) and user:
             chat["user"] = user
-        hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
-        ex = Exchange(
-            request_id=request_id, model=body["model"], messages=parsed.messages, tools=parsed.tools or None, body=chat,
-            stream=chat["stream"], tenant=tenant_of(hints), session_id=session_of(chat, headers), headers=hints,
-            context_window=self.models.context_window(body["model"]), body_bytes=body_bytes,
-        )
-        ex.notes.wire = (body, parsed)
-        ex.notes.api = self.api
-        upstream = self.anthropic or self.upstream
-        ex.notes.upstream_headers = upstream.request_headers(headers)
-        ex.notes.started = started
-        return ex
+        return self._new_exchange(request_id, chat, headers, body_bytes, started, wire=(body, parsed),
+                                  upstream=self.anthropic)
 
     def _proxy_answer(self, ex: Exchange, verdict: Respond) -> Response:
         if ex.stream:
@@ -133,18 +123,18 @@ class MessagesHandler(ChatHandler):
             outgoing = render_request(body, parsed, ex.messages, _chat_tools(ex))
         whole = bool(ex.proxy_tools) or self.pipeline.reads_answer(ex)
         if ex.stream and not whole:
-            response = await self._post_native(ex, raw if outgoing is body else _encode(outgoing), stream=True)
+            response = await self._post_native(ex, raw if outgoing is body else encode_json(outgoing), stream=True)
             if response.status_code >= 400:
                 return await self._upstream_failed(ex, response, call)
             return self._passthrough(ex, response, call)
         if ex.stream:
             ex.record("proxy", "stream_whole", reason="proxy_tools" if ex.proxy_tools else "answer_check")
             outgoing = {**outgoing, "stream": False}
-        response = await self._post_native(ex, raw if outgoing is body else _encode(outgoing), stream=False)
+        response = await self._post_native(ex, raw if outgoing is body else encode_json(outgoing), stream=False)
         if response.status_code >= 400:
             return await self._upstream_failed(ex, response, call)
         data = completion_json(response)
-        call.finish(response.status_code, _chat_usage(data.get("usage")), data.get("model"))
+        call.finish(response.status_code, chat_usage(data.get("usage")), data.get("model"))
         if ex.proxy_tools:
             data = await self._native_rounds(ex, outgoing, data)
         return await self._checked(ex, data)
@@ -175,7 +165,7 @@ class MessagesHandler(ChatHandler):
     async def _native_rounds(self, ex: Exchange, outgoing: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
         """Calls to the proxy's own tools answered here, in further rounds; calls left over, or mixed
         with the client's, are dropped from the answer and reported."""
-        rounds = ProxyToolRounds(ex, self.max_rounds, _no_chat_round)
+        rounds = ProxyToolRounds(ex, self.max_rounds)
         body = dict(outgoing)
         while True:
             uses = tool_uses_in_answer(data)
@@ -193,7 +183,7 @@ class MessagesHandler(ChatHandler):
                 body["tools"] = tools
             body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": data.get("content") or []},
                                          {"role": "user", "content": results}], "stream": False}
-            response = await self._post_native(ex, _encode(body), stream=False)
+            response = await self._post_native(ex, encode_json(body), stream=False)
             if response.status_code >= 400:
                 raise ProxyError(response.status_code, "upstream_error", _error_text(await response.aread()))
             data = completion_json(response)
@@ -216,7 +206,7 @@ class MessagesHandler(ChatHandler):
         # upstream, and a strict one (OpenAI) refuses a message field it does not know.
         outgoing["messages"] = [{k: v for k, v in m.items() if k not in (THINKING_KEY, PROVIDER_KEY)}
                                 for m in outgoing["messages"]]
-        result = await self.upstream.send("POST", "chat/completions", _encode(outgoing), ex.notes.upstream_headers)
+        result = await self.upstream.send("POST", "chat/completions", encode_json(outgoing), ex.notes.upstream_headers)
         response = result.response
         if response.status_code >= 400:
             detail = (await upstream_error(response))[0]["error"]
@@ -331,20 +321,7 @@ def _chat_tools(ex: Exchange) -> list[dict[str, Any]]:
     return tools + [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
 
 
-def _chat_usage(usage: Any) -> dict[str, int] | None:
-    if not isinstance(usage, dict):
-        return None
-    out = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens")}
-    return {k: v for k, v in out.items() if isinstance(v, int)}
-
-
 def _error_text(content: bytes) -> str:
     return content.decode("utf-8", errors="replace").strip()[:500]
 
 
-async def _no_chat_round(body: dict[str, Any]) -> httpx.Response:  # native rounds are driven in the API's shape
-    raise AssertionError("a native Messages request's proxy-tool rounds never go through chat completions")
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -32,7 +32,9 @@ FALLBACK_OWNER = "proxy"  # reports a tool whose `owner` is empty
 class ProxyToolRounds:
     """The proxy-tool rounds of one request."""
 
-    def __init__(self, ex: Exchange, default_limit: int, ask_again: AskAgain) -> None:
+    def __init__(self, ex: Exchange, default_limit: int, ask_again: AskAgain | None = None) -> None:
+        """`ask_again`: how `continue_with` asks the upstream in chat's shape; None where a handler
+        drives the rounds in its own API's shape and uses only split/may_continue/answer/report."""
         self.ex = ex
         self.limit = default_limit if ex.notes.proxy_tool_rounds is None else ex.notes.proxy_tool_rounds
         self.rounds = 0
@@ -69,6 +71,7 @@ class ProxyToolRounds:
         self.rounds += 1
         answers = await self.answer(proxy_calls)
         self.ex.messages = [*self.ex.messages, assistant, *answers]
+        assert self._ask_again is not None, "rounds driven in another API's shape never continue through chat"
         return await self._ask_again(self.ex.outgoing_body())
 
     def report_dropped(self, proxy_calls: Calls) -> None:

@@ -19,7 +19,6 @@ the request carries (the README says what that means for compaction and clash).
 
 from __future__ import annotations
 
-import json
 from typing import Any, AsyncIterator
 
 import httpx
@@ -28,9 +27,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 
-from .chat import ChatHandler, UpstreamJSON, relay_error, relay_headers, session_of, tenant_of, upstream_error
+from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_headers, upstream_error
 from .errors import ProxyError
-from .genai import UpstreamCall
+from .genai import UpstreamCall, chat_usage
 from .proxy_tools import ProxyToolRounds
 from .upstream.client import completion_json
 from .wire.responses import (
@@ -46,7 +45,7 @@ from .wire.responses import (
     replace_answer,
     without_tools,
 )
-from .wire.responses_stream import StreamTail, chat_usage, encode_event, response_events
+from .wire.responses_stream import StreamTail, encode_event, response_events
 
 PATH = "responses"
 
@@ -68,17 +67,7 @@ class ResponsesHandler(ChatHandler):
         for ours, theirs in (("user", "user"), ("user", "safety_identifier"), ("max_tokens", "max_output_tokens")):
             if body.get(theirs) is not None and ours not in chat:
                 chat[ours] = body[theirs]
-        hints = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-ctxwarden-")}
-        ex = Exchange(
-            request_id=request_id, model=body["model"], messages=parsed.messages, tools=parsed.tools, body=chat,
-            stream=chat["stream"], tenant=tenant_of(hints), session_id=session_of(chat, headers), headers=hints,
-            context_window=self.models.context_window(body["model"]), body_bytes=body_bytes,
-        )
-        ex.notes.wire = (body, parsed)
-        ex.notes.api = self.api
-        ex.notes.upstream_headers = self.upstream.request_headers(headers)
-        ex.notes.started = started
-        return ex
+        return self._new_exchange(request_id, chat, headers, body_bytes, started, wire=(body, parsed))
 
     async def _handle(self, ex: Exchange, raw: bytes, request: Request, span: Any) -> Response:
         ended = await self._policies(ex, request)
@@ -93,22 +82,18 @@ class ResponsesHandler(ChatHandler):
         response: httpx.Response | None = None
         try:
             if ex.stream and not whole:
-                payload = raw if outgoing is body else _encode(outgoing)
+                payload = raw if outgoing is body else encode_json(outgoing)
                 response = await self._post(ex, payload, stream=True)
                 if response.status_code >= 400:
-                    call.finish(response.status_code)
-                    await self.pipeline.complete(ex, "rejected")
-                    return await relay_error(response)
+                    return await self._upstream_failed(ex, response, call)
                 return self._passthrough(ex, response, call)
             if ex.stream:
                 ex.record("proxy", "stream_whole", reason="proxy_tools" if ex.proxy_tools else "answer_check")
                 outgoing = {**outgoing, "stream": False}
-            payload = raw if outgoing is body else _encode(outgoing)
+            payload = raw if outgoing is body else encode_json(outgoing)
             response = await self._post(ex, payload, stream=False)
             if response.status_code >= 400:
-                call.finish(response.status_code)
-                await self.pipeline.complete(ex, "rejected")
-                return await relay_error(response)
+                return await self._upstream_failed(ex, response, call)
             return await self._answer(ex, outgoing, response, call)
         except BaseException as exc:
             status = response.status_code if response is not None else getattr(exc, "status", None)
@@ -124,6 +109,12 @@ class ResponsesHandler(ChatHandler):
             return body
         tools = _chat_tools(ex)
         return render_request(body, parsed, ex.messages, tools if (tools or parsed.tools is not None) else None)
+
+    async def _upstream_failed(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
+        """The upstream's error, relayed with its status (OpenAI's shape, as on chat)."""
+        call.finish(response.status_code)
+        await self.pipeline.complete(ex, "rejected")
+        return await relay_error(response)
 
     async def _post(self, ex: Exchange, payload: bytes, stream: bool) -> httpx.Response:
         result = await self.upstream.send("POST", PATH, payload, ex.notes.upstream_headers, stream=stream)
@@ -182,7 +173,7 @@ class ResponsesHandler(ChatHandler):
     async def _proxy_rounds(self, ex: Exchange, outgoing: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
         """Calls to the proxy's own tools answered here, in further rounds (at most the rounds the
         policies allow); calls left over, or mixed with the client's, are dropped and reported."""
-        rounds = ProxyToolRounds(ex, self.max_rounds, _no_chat_round)
+        rounds = ProxyToolRounds(ex, self.max_rounds)
         body = dict(outgoing)
         usage: dict[str, int] = {}
         while True:
@@ -203,7 +194,7 @@ class ResponsesHandler(ChatHandler):
             tools = render_tools(ex.notes.wire[1], _chat_tools(ex))  # find_tools appended what it found
             if tools is not UNCHANGED and tools:
                 body["tools"] = tools
-            response = await self._post(ex, _encode(body), stream=False)
+            response = await self._post(ex, encode_json(body), stream=False)
             if response.status_code >= 400:
                 detail = (await upstream_error(response))[0]["error"]
                 raise ProxyError(response.status_code, detail.get("code") or "upstream_error", detail.get("message") or "upstream error")
@@ -224,15 +215,9 @@ def _chat_tools(ex: Exchange) -> list[dict[str, Any]]:
     return tools + [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
 
 
-async def _no_chat_round(body: dict[str, Any]) -> httpx.Response:  # the rounds are driven here, in the API's shape
-    raise AssertionError("a Responses request's proxy-tool rounds never go through chat completions")
-
 
 def _add(total: dict[str, int], usage: Any) -> None:
     for key in ("input_tokens", "output_tokens", "total_tokens"):
         if isinstance(usage, dict) and isinstance(usage.get(key), int):
             total[key] = total.get(key, 0) + usage[key]
 
-
-def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

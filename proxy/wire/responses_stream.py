@@ -86,12 +86,3 @@ class StreamTail:
             return None
         response = event.get("response") if isinstance(event, dict) else None
         return response if isinstance(response, dict) else None
-
-
-def chat_usage(usage: Any) -> dict[str, int] | None:
-    """The Responses usage in chat's names (prompt/completion tokens), for the GenAI metrics."""
-    if not isinstance(usage, dict):
-        return None
-    out = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
-           "total_tokens": usage.get("total_tokens")}
-    return {k: v for k, v in out.items() if isinstance(v, int)}
