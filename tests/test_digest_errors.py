@@ -12,7 +12,6 @@ import pytest
 
 from ctxwarden.policies.base import Exchange, Services
 from ctxwarden.policies.history.blocks import summary_sections
-from ctxwarden.policies.history.compose import Sizing
 from ctxwarden.policies.history.content import content_type
 from ctxwarden.policies.history.digest import LOG_ERRORS_MAX_TOKENS, digest
 from ctxwarden.policies.history.policy import HistoryConfig, HistoryPolicy
