@@ -8,7 +8,8 @@ every request it receives, and follows a script of canned replies when given one
     {"status": 429, "json": {...}, "headers": {...}}   an error (or any status) with a body
     {"delay_s": 2.0}                         wait before answering (with any of the above)
     {"chunk_delay_s": 0.05}                  wait between streamed chunks
-    {"cut_after": 2}                         stream this many chunks, then drop the connection
+    {"cut_after": 2}                         stream this many chunks (events), then drop the connection
+    {"garble_after": 2}                      stream this many chunks (events), then one that is not JSON
     {"raw": "text", "content_type": "..."}   a body that is not JSON
     {"choices": ["text 0", "text 1"]}        n answers (streamed interleaved, one choice per chunk)
 
@@ -166,13 +167,8 @@ class FakeUpstream:
         if usage:
             pieces.append(b"data: " + json.dumps({**base, "choices": [], "usage": usage}).encode() + b"\n\n")
         pieces.append(b"data: [DONE]\n\n")
-        cut_after = entry.get("cut_after")
-        for i, piece in enumerate(pieces):
-            if cut_after is not None and i >= cut_after:
-                raise ConnectionResetError("fake upstream cut the stream")  # uvicorn drops the connection
+        async for piece in _scripted_stream(pieces, entry):
             yield piece
-            if entry.get("chunk_delay_s"):
-                await asyncio.sleep(entry["chunk_delay_s"])
 
     async def _next_entry(self, request: Request) -> tuple[dict[str, Any], dict[str, Any], Response | None]:
         """(the body, the next script entry, the error answer it scripts or None), after its delay."""
@@ -215,13 +211,14 @@ class FakeUpstream:
         if not body.get("stream"):
             return JSONResponse(response)
 
-        async def events() -> AsyncIterator[bytes]:
-            for event in response_events(response):
-                yield encode_event(event)
-                if entry.get("chunk_delay_s"):
-                    await asyncio.sleep(entry["chunk_delay_s"])
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+        events: list[dict[str, Any]] = []
+        for event in response_events(response):  # text in word deltas, as a model streams it
+            if event["type"] == "response.output_text.delta":
+                events += [{**event, "delta": word} for word in _words(event["delta"])]
+            else:
+                events.append(event)
+        pieces = [encode_event({**e, "sequence_number": n}) for n, e in enumerate(events)]
+        return StreamingResponse(_scripted_stream(pieces, entry), media_type="text/event-stream")
 
     async def _messages(self, request: Request) -> Response:
         """Anthropic's Messages API: the same script entries (content, tool_calls, status/json, delay_s)."""
@@ -245,11 +242,13 @@ class FakeUpstream:
         if not body.get("stream"):
             return JSONResponse(message)
 
-        async def events() -> AsyncIterator[bytes]:
-            for name, data in message_events(message):
-                yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+        pieces = []
+        for name, data in message_events(message):  # text in word deltas, as a model streams it
+            texts = _words(data["delta"]["text"]) if data.get("delta", {}).get("type") == "text_delta" else [None]
+            for text in texts:
+                event = data if text is None else {**data, "delta": {"type": "text_delta", "text": text}}
+                pieces.append(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
+        return StreamingResponse(_scripted_stream(pieces, entry), media_type="text/event-stream")
 
     async def _not_found(self, request: Request) -> Response:
         await self._record(request)
@@ -282,6 +281,24 @@ class FakeUpstream:
     async def _reset(self, request: Request) -> Response:
         self.reset()
         return JSONResponse({"ok": True})
+
+
+def _words(text: str) -> list[str]:
+    """A text as a model streams it: word by word, each word after the first with its space."""
+    words = text.split(" ")
+    return [w if i == 0 else " " + w for i, w in enumerate(words)] if text else [""]
+
+
+async def _scripted_stream(pieces: list[bytes], entry: dict[str, Any]) -> AsyncIterator[bytes]:
+    """Typed events as the script says: a delay between them, a cut, a garbled event."""
+    for i, piece in enumerate(pieces):
+        if entry.get("cut_after") is not None and i >= entry["cut_after"]:
+            raise ConnectionResetError("fake upstream cut the stream")  # uvicorn drops the connection
+        if entry.get("garble_after") is not None and i == entry["garble_after"]:
+            yield b"event: response.output_text.delta\ndata: {this is not json\n\n"
+        yield piece
+        if entry.get("chunk_delay_s"):
+            await asyncio.sleep(entry["chunk_delay_s"])
 
 
 def _last_user_input(value: Any) -> str:

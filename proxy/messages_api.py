@@ -10,9 +10,10 @@ no policy changed is forwarded as the client's bytes. Where it goes (`upstream.a
 - translated (`base_url: null`): the conversation goes to the main upstream as chat completions and
   the answer comes back as a Message.
 
-Streams pass through event by event, unless the proxy must see the whole answer first (its own
-tools' rounds, a knowledge base to check against, a translated answer): then the whole answer
-comes as the same events (action `proxy.stream_whole`). Errors are in Anthropic's shape.
+Streams pass through event by event; with a knowledge base to check against, the text goes out
+sentence by sentence as each is judged (action `proxy.stream_gated`). Where the proxy must see the
+whole answer first (its own tools' rounds, a translated answer), the whole answer comes as the
+same events (action `proxy.stream_whole`). Errors are in Anthropic's shape.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .chat import ChatHandler, encode_json, relay_headers, upstream_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage
 from .proxy_tools import ProxyToolRounds
+from .typed_streams import gated_stream
 from .upstream.client import AnthropicUpstream, completion_json
 from .upstream.paths import relay_path
 from .validation import parse_json_body
@@ -50,6 +52,7 @@ from .wire.anthropic import (
     replace_answer,
     tool_uses_in_answer,
 )
+from .wire.anthropic_gate import MessagesDialect
 from .wire.anthropic_stream import MessageStreamWatch, encode, message_events
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
@@ -121,14 +124,15 @@ class MessagesHandler(ChatHandler):
         outgoing = body
         if ex.changed or ex.proxy_tools:
             outgoing = render_request(body, parsed, ex.messages, _chat_tools(ex))
-        whole = bool(ex.proxy_tools) or self.pipeline.reads_answer(ex)
-        if ex.stream and not whole:
+        if ex.stream and not ex.proxy_tools:
             response = await self._post_native(ex, raw if outgoing is body else encode_json(outgoing), stream=True)
             if response.status_code >= 400:
                 return await self._upstream_failed(ex, response, call)
+            if self.pipeline.reads_answer(ex, self.pipeline.stream_validators):
+                return gated_stream(self.pipeline, ex, response, call, MessagesDialect())
             return self._passthrough(ex, response, call)
         if ex.stream:
-            ex.record("proxy", "stream_whole", reason="proxy_tools" if ex.proxy_tools else "answer_check")
+            ex.record("proxy", "stream_whole", reason="proxy_tools")
             outgoing = {**outgoing, "stream": False}
         response = await self._post_native(ex, raw if outgoing is body else encode_json(outgoing), stream=False)
         if response.status_code >= 400:

@@ -7,11 +7,12 @@ the Responses shape; a request no policy changed is forwarded as the client's by
 - the proxy's own answer (a stopped loop, a question the user chose to be asked) is a Response
   object or its event stream, marked `"ctxwarden": {"author": "proxy", ...}`;
 - a plain answer is checked as a chat answer is (a blocked one becomes the notice);
-- a stream passes through unbuffered, event by event, unless the proxy must see the whole answer
-  first: when it offered its own tools (find_tools, context_recall), whose calls it answers itself
-  in further rounds, or when the answer checker has a knowledge base to judge the answer against.
-  Then the upstream is asked for the whole answer and the client gets it as the same typed events
-  (action `proxy.stream_whole`: the text arrives at once instead of token by token).
+- a stream passes through unbuffered, event by event; when the answer checker has a knowledge base
+  to judge it against, its text goes out sentence by sentence as each is judged (typed_streams.py,
+  action `proxy.stream_gated`) and a contradicted sentence never reaches the client. When the
+  proxy offered its own tools (find_tools, context_recall), whose calls it answers itself in
+  further rounds, the upstream is asked for the whole answer and the client gets it as the same
+  typed events (action `proxy.stream_whole`: the text arrives at once instead of token by token).
 
 With `previous_response_id` the provider holds the earlier turns: the policies see and act on what
 the request carries (the README says what that means for compaction and clash).
@@ -31,6 +32,7 @@ from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_hea
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage
 from .proxy_tools import ProxyToolRounds
+from .typed_streams import gated_stream
 from .upstream.client import completion_json
 from .wire.responses import (
     UNCHANGED,
@@ -45,6 +47,7 @@ from .wire.responses import (
     replace_answer,
     without_tools,
 )
+from .wire.responses_gate import ResponsesDialect
 from .wire.responses_stream import StreamTail, encode_event, response_events
 
 PATH = "responses"
@@ -77,7 +80,7 @@ class ResponsesHandler(ChatHandler):
         self._watch_prefix(ex, ex.outgoing_body(), span)
         body, parsed = ex.notes.wire
         outgoing = self._render(ex, body, parsed)
-        whole = bool(ex.proxy_tools) or self.pipeline.reads_answer(ex)
+        whole = bool(ex.proxy_tools)
         call = UpstreamCall(self.telemetry, ex.model, "openai", self.upstream.base_url)
         response: httpx.Response | None = None
         try:
@@ -86,9 +89,11 @@ class ResponsesHandler(ChatHandler):
                 response = await self._post(ex, payload, stream=True)
                 if response.status_code >= 400:
                     return await self._upstream_failed(ex, response, call)
+                if self.pipeline.reads_answer(ex, self.pipeline.stream_validators):
+                    return gated_stream(self.pipeline, ex, response, call, ResponsesDialect())
                 return self._passthrough(ex, response, call)
             if ex.stream:
-                ex.record("proxy", "stream_whole", reason="proxy_tools" if ex.proxy_tools else "answer_check")
+                ex.record("proxy", "stream_whole", reason="proxy_tools")
                 outgoing = {**outgoing, "stream": False}
             payload = raw if outgoing is body else encode_json(outgoing)
             response = await self._post(ex, payload, stream=False)

@@ -84,21 +84,60 @@ def test_a_loop_is_stopped_in_the_messages_shape(fake, start_proxy):
     assert json.loads(raw.http_response.content)["ctxwarden"]["author"] == "proxy"
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_answer_contradicting_the_kb_is_blocked(fake, start_proxy, monkeypatch, stream):
+def _kb_proxy(fake, start_proxy, monkeypatch):
     monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", "admin-test")
     proxy = start_proxy(native(fake, ["poisoning"]))
     httpx.post(f"{proxy.url}/admin/kb/documents", headers={"Authorization": "Bearer admin-test"},
                json={"documents": [{"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]}).raise_for_status()
+    return proxy
+
+
+ASK = dict(model="claude-test-model", max_tokens=50, messages=[{"role": "user", "content": "Where is the Eiffel Tower?"}])
+
+
+def test_an_answer_contradicting_the_kb_is_blocked(fake, start_proxy, monkeypatch):
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
     fake.reply(content="The Eiffel Tower is located in London.")
-    c = client(proxy)
-    ask = dict(model="claude-test-model", max_tokens=50, messages=[{"role": "user", "content": "Where is the Eiffel Tower?"}])
-    if stream:
-        with c.messages.stream(**ask) as events:
-            text = events.get_final_text()
-    else:
-        text = c.messages.create(**ask).content[0].text
+    text = client(proxy).messages.create(**ASK).content[0].text
     assert text.startswith("[ctxwarden] Content rejected: hallucination detected")
+
+
+def test_a_streamed_answer_is_blocked_mid_stream(fake, start_proxy, monkeypatch):
+    """Judged sentence by sentence as it streams: the true sentence goes out, the false one and what
+    follows never do; the message ends with the notice and stop_reason refusal."""
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
+    fake.reply(content="Paris is lovely in spring. The Eiffel Tower is located in London. It opened in 1889.")
+    with client(proxy).messages.stream(**ASK) as events:
+        seen = list(events)
+        final = events.get_final_message()
+        headers = events.response.headers
+    deltas = "".join(e.delta.text for e in seen if e.type == "content_block_delta" and e.delta.type == "text_delta")
+    assert fake.messages_requests[-1]["stream"] is True
+    assert "proxy.stream_gated" in headers["x-ctxwarden-actions"]
+    said = deltas.split("[ctxwarden]")[0]  # the model's words that went out (the notice quotes the false one)
+    assert said.strip() == "Paris is lovely in spring." and "1889" not in deltas
+    assert "[ctxwarden] Content rejected: hallucination detected" in deltas
+    assert final.content[0].text == deltas and final.stop_reason == "refusal"
+
+
+def test_a_true_streamed_answer_passes_the_gate_word_by_word(fake, start_proxy, monkeypatch):
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
+    fake.reply(content="The Eiffel Tower is located in Paris. It is made of iron.")
+    with client(proxy).messages.stream(**ASK) as events:
+        deltas = [e.delta.text for e in events if e.type == "content_block_delta"]
+        final = events.get_final_message()
+    assert len(deltas) > 5 and "".join(deltas) == final.content[0].text
+    assert final.stop_reason == "end_turn" and final.usage.output_tokens > 0
+
+
+def test_a_garbled_upstream_event_ends_the_gated_stream_with_an_error_event(fake, start_proxy, monkeypatch):
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
+    fake.script.append({"content": "The Eiffel Tower is located in Paris. It is made of iron.", "garble_after": 4})
+    with httpx.stream("POST", f"{proxy.url}/v1/messages", json={**ASK, "stream": True}) as r:
+        body = r.read().decode()
+    assert "data: {this is not json" not in body  # relayed only quoted inside the error event
+    assert body.rstrip().splitlines()[-2] == "event: error"
+    assert json.loads(body.rstrip().splitlines()[-1][5:])["error"]["type"] == "api_error"
 
 
 def test_a_stream_with_nothing_to_check_passes_event_by_event(fake, start_proxy):

@@ -66,25 +66,63 @@ def test_a_clash_note_follows_the_users_words(fake, start_proxy):
     assert text.startswith("I'll have the steak tonight.") and "[ctxwarden note:" in text
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_an_answer_contradicting_the_kb_is_blocked(fake, start_proxy, monkeypatch, stream):
+def _kb_proxy(fake, start_proxy, monkeypatch):
     import httpx
 
     monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", "admin-test")
     proxy = start_proxy({"policies": policies_off("poisoning")})
     httpx.post(f"{proxy.url}/admin/kb/documents", headers={"Authorization": "Bearer admin-test"},
                json={"documents": [{"id": "eiffel", "text": "The Eiffel Tower is located in Paris, France."}]}).raise_for_status()
+    return proxy
+
+
+def test_an_answer_contradicting_the_kb_is_blocked(fake, start_proxy, monkeypatch):
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
     fake.reply(content="The Eiffel Tower is located in London.")
-    client = openai_client(proxy)
-    if stream:
-        with client.responses.stream(model="gpt-4o", input="Where is the Eiffel Tower?") as events:
-            kinds = [e.type for e in events]
-            final = events.get_final_response()
-        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
-        assert fake.responses_requests[-1]["stream"] is False  # the whole answer is judged first
-    else:
-        final = client.responses.create(model="gpt-4o", input="Where is the Eiffel Tower?")
+    final = openai_client(proxy).responses.create(model="gpt-4o", input="Where is the Eiffel Tower?")
     assert final.output_text.startswith("[ctxwarden] Content rejected: hallucination detected")
+
+
+def test_a_streamed_answer_is_blocked_mid_stream(fake, start_proxy, monkeypatch):
+    """The stream is judged sentence by sentence as it arrives: the true sentence goes out, the false
+    one and what follows it never do, and the answer ends with the notice in the API's own events."""
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
+    fake.reply(content="Paris is lovely in spring. The Eiffel Tower is located in London. It opened in 1889.")
+    with openai_client(proxy).responses.stream(model="gpt-4o", input="Where is the Eiffel Tower?") as events:
+        seen = list(events)
+        final = events.get_final_response()
+        headers = events._response.headers  # the SDK's stream keeps its HTTP response here
+    deltas = "".join(e.delta for e in seen if e.type == "response.output_text.delta")
+    assert fake.responses_requests[-1]["stream"] is True  # the upstream streams; nothing is asked whole
+    assert "proxy.stream_gated" in headers["x-ctxwarden-actions"]
+    said = deltas.split("[ctxwarden]")[0]  # the model's words that went out (the notice quotes the false one)
+    assert said.strip() == "Paris is lovely in spring." and "1889" not in deltas
+    assert "[ctxwarden] Content rejected: hallucination detected" in deltas
+    assert final.output_text == deltas and final.status == "completed"
+    assert seen[-1].type == "response.completed" and seen[-1].response.ctxwarden == {"author": "proxy", "reason": "answer_blocked"}
+    numbers = [e.sequence_number for e in seen]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+
+
+def test_a_true_streamed_answer_passes_the_gate_word_by_word(fake, start_proxy, monkeypatch):
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
+    fake.reply(content="The Eiffel Tower is located in Paris. It is made of iron.")
+    with openai_client(proxy).responses.stream(model="gpt-4o", input="Where is the Eiffel Tower?") as events:
+        deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+        final = events.get_final_response()
+    assert len(deltas) > 5 and "".join(deltas) == final.output_text == "The Eiffel Tower is located in Paris. It is made of iron."
+
+
+def test_a_garbled_upstream_event_ends_the_gated_stream_with_an_error_event(fake, start_proxy, monkeypatch):
+    import httpx
+
+    proxy = _kb_proxy(fake, start_proxy, monkeypatch)
+    fake.script.append({"content": "The Eiffel Tower is located in Paris. It is made of iron.", "garble_after": 5})
+    with httpx.stream("POST", f"{proxy.url}/v1/responses", json={"model": "gpt-4o", "input": "Where?", "stream": True}) as r:
+        body = r.read().decode()
+    assert "data: {this is not json" not in body  # relayed only quoted inside the error event
+    last = [line for line in body.splitlines() if line.startswith("data:")][-1]
+    assert json.loads(last[5:])["type"] == "error" and json.loads(last[5:])["code"] == "upstream_invalid_stream"
 
 
 def test_a_stream_with_nothing_to_check_passes_event_by_event(fake, start_proxy):
@@ -134,3 +172,38 @@ def test_openai_agents_with_its_default_model_goes_through_the_policies(fake, st
     assert first["instructions"] == "Answer briefly." and any(t.get("name") == "get_weather" for t in first["tools"])
     kinds = [item.get("type", "message") for item in second["input"]]
     assert "function_call" in kinds and "function_call_output" in kinds  # the pair reached the model whole
+
+
+def test_langchain_with_the_responses_api_goes_through_the_policies(fake, start_proxy):
+    """LangChain's ChatOpenAI(use_responses_api=True): its tools are filtered and a tool round trip
+    reaches the model with its pair intact, plain and streamed."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    proxy = start_proxy({"policies": policies_off("tools")})
+
+    def make(i: int):
+        @tool(f"tool_{i}")
+        def run(x: str) -> str:
+            """Does a thing with files and records."""
+            return x
+        run.description = f"Does thing number {i} with files and records."
+        return run
+
+    model = langchain_openai.ChatOpenAI(model="gpt-4o", base_url=f"{proxy.url}/v1", api_key="sk-test",
+                                        use_responses_api=True, max_retries=0).bind_tools([make(i) for i in range(45)])
+    fake.reply(tool_calls=[{"id": "call_7", "name": "tool_7", "arguments": '{"x": "records"}'}])
+    first = model.invoke([HumanMessage("Please run tool_7 on my records.")])
+    assert first.tool_calls[0]["name"] == "tool_7"
+    sent = fake.responses_requests[-1]
+    assert len(sent["tools"]) < 30 and any(t.get("name") == "tool_7" for t in sent["tools"])
+    fake.reply(content="Done: tool_7 ran on your records.")
+    history = [HumanMessage("Please run tool_7 on my records."), first,
+               ToolMessage("3 records processed.", tool_call_id=first.tool_calls[0]["id"])]
+    text = "".join(chunk.text if isinstance(chunk.text, str) else chunk.text() for chunk in model.stream(history))
+    assert text == "Done: tool_7 ran on your records."
+    items = fake.responses_requests[-1]["input"]
+    call = next(i for i in items if i.get("type") == "function_call")
+    output = next(i for i in items if i.get("type") == "function_call_output")
+    assert call["call_id"] == output["call_id"] and output["output"] == "3 records processed."

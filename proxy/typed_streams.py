@@ -1,0 +1,41 @@
+"""A streamed Responses or Messages answer relayed through the answer checker's gate.
+
+Used by both typed-event handlers when a stream validator reads the answer (a knowledge base to
+check against): the text still arrives sentence by sentence as the upstream streams it, and a
+contradicted sentence never reaches the client (action `proxy.stream_gated`, outcome `blocked`).
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import httpx
+from starlette.responses import StreamingResponse
+
+from ctxwarden.policies.base import Exchange
+
+from .chat import relay_headers
+from .genai import UpstreamCall
+from .pipeline import Pipeline
+from .streaming.gate import TextGate
+from .streaming.typed import Dialect, TypedRelay
+
+
+def gated_stream(pipeline: Pipeline, ex: Exchange, response: httpx.Response, call: UpstreamCall, dialect: Dialect) -> StreamingResponse:
+    """The upstream's stream through a TextGate; `dialect` reads the API's events (and its usage)."""
+    gate = TextGate(ex, pipeline.run_response, pipeline.stream_releasable)
+    relay = TypedRelay(gate, dialect)
+    ex.record("proxy", "stream_gated")
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for out in relay.relay(response):
+                yield out
+        finally:
+            call.finish(response.status_code, dialect.usage(), dialect.model(),
+                        error=None if dialect.ended or relay.outcome == "blocked" else "upstream_stream_cut")
+            await pipeline.complete(ex, relay.outcome)
+
+    headers = relay_headers(response)
+    headers["cache-control"] = "no-cache"
+    return StreamingResponse(body(), status_code=response.status_code, headers=headers, media_type="text/event-stream")
