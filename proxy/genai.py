@@ -91,19 +91,25 @@ class UpstreamCall:
 
 
 # Read from an OpenAI-shaped answer without parsing it: the usage and the model a call reports.
-_USAGE = re.compile(rb'"usage"\s*:\s*\{[^{}]*\}')
+_DECODER = json.JSONDecoder()
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 
 
 def usage_of(content: bytes) -> dict[str, Any] | None:
-    """The usage object of a JSON answer or of the last SSE chunks, without parsing the rest."""
-    matches = _USAGE.findall(content[-4096:] if len(content) > 4096 else content)
-    if not matches:
+    """The usage object of a JSON answer or of the last SSE chunks, without parsing the rest (the
+    Responses and Messages APIs nest objects in it, so it is decoded from its opening brace)."""
+    tail = content[-4096:] if len(content) > 4096 else content
+    at = tail.rfind(b'"usage"')
+    if at < 0:
+        return None
+    start = tail.find(b"{", at, at + 32)
+    if start < 0 or tail[at + 7:start].strip(b" \t\r\n:"):  # `"usage": null` and the like: no usage here
         return None
     try:
-        return json.loads(b"{" + matches[-1] + b"}")["usage"]
+        usage, _ = _DECODER.raw_decode(tail[start:].decode("utf-8", "replace"))
     except ValueError:
         return None
+    return usage if isinstance(usage, dict) else None
 
 
 def model_of(content: bytes) -> str | None:

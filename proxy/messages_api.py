@@ -30,7 +30,7 @@ from ctxwarden.policies.messages import content_text
 
 from .chat import ChatHandler, encode_json, relay_headers, upstream_error
 from .errors import ProxyError
-from .genai import UpstreamCall, chat_usage
+from .genai import UpstreamCall, chat_usage, model_of, usage_of
 from .proxy_tools import ProxyToolRounds
 from .typed_streams import gated_stream
 from .upstream.client import AnthropicUpstream, completion_json
@@ -137,6 +137,10 @@ class MessagesHandler(ChatHandler):
         response = await self._post_native(ex, raw if outgoing is body else encode_json(outgoing), stream=False)
         if response.status_code >= 400:
             return await self._upstream_failed(ex, response, call)
+        if not ex.proxy_tools and not self.pipeline.reads_answer(ex):  # nothing reads it: the upstream's bytes
+            call.finish(response.status_code, chat_usage(usage_of(response.content)), model_of(response.content))
+            await self.pipeline.complete(ex, "ok")
+            return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
         data = completion_json(response)
         call.finish(response.status_code, chat_usage(data.get("usage")), data.get("model"))
         if ex.proxy_tools:

@@ -30,7 +30,7 @@ from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 
 from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_headers, upstream_error
 from .errors import ProxyError
-from .genai import UpstreamCall, chat_usage
+from .genai import UpstreamCall, chat_usage, model_of, usage_of
 from .proxy_tools import ProxyToolRounds
 from .typed_streams import gated_stream
 from .upstream.client import completion_json
@@ -154,6 +154,10 @@ class ResponsesHandler(ChatHandler):
         return StreamingResponse(relay(), status_code=response.status_code, headers=headers, media_type="text/event-stream")
 
     async def _answer(self, ex: Exchange, outgoing: dict[str, Any], response: httpx.Response, call: UpstreamCall) -> Response:
+        if not ex.proxy_tools and not self.pipeline.reads_answer(ex):  # nothing reads it: the upstream's bytes
+            call.finish(response.status_code, chat_usage(usage_of(response.content)), model_of(response.content))
+            await self.pipeline.complete(ex, "ok")
+            return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
         data = completion_json(response)
         call.finish(response.status_code, chat_usage(data.get("usage")), data.get("model"))
         if ex.proxy_tools:

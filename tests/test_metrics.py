@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ctxwarden.proxy.metrics import GEN_AI_TOKENS, LATENCY_SECONDS, SECONDS, SHARE, Metrics, base_unit, buckets_for
 from ctxwarden.proxy.telemetry import Telemetry
+from tests.conftest import policies_off
 
 
 def families(text: str) -> dict[str, object]:
@@ -204,3 +205,25 @@ def test_promtool_accepts_the_real_servers_metrics(start_proxy):
     run = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
     # promtool exits 1 on lint problems and 3 on a parse error; it prints either on stderr/stdout
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_token_usage_is_recorded_on_the_typed_apis_plain_and_streamed(fake, start_proxy, api):
+    """The upstream's usage (input/output tokens, nested details and all) reaches gen_ai.client.token.usage
+    whether the answer is relayed as its bytes or streamed."""
+    config = {"policies": policies_off()}
+    if api == "messages":
+        config["upstream"] = {"anthropic": {"base_url": f"{fake.url}/v1", "api_key_env": None}}
+    proxy = start_proxy(config)
+    path = {"responses": "/v1/responses", "messages": "/v1/messages"}[api]
+    body = ({"model": "gpt-4o", "input": "hi there"} if api == "responses"
+            else {"model": "claude-x", "max_tokens": 20, "messages": [{"role": "user", "content": "hi there"}]})
+    with httpx.Client(timeout=30) as client:
+        assert client.post(f"{proxy.url}{path}", json=body).status_code == 200
+        with client.stream("POST", f"{proxy.url}{path}", json={**body, "stream": True}) as r:
+            r.read()
+        text = client.get(f"{proxy.url}/metrics").text
+    usage = families(text)["gen_ai_client_token_usage"]
+    sums = {s.labels["gen_ai_token_type"]: s.value for s in usage.samples if s.name.endswith("_sum")}
+    counts = {s.labels["gen_ai_token_type"]: s.value for s in usage.samples if s.name.endswith("_count")}
+    assert counts == {"input": 2, "output": 2} and sums["input"] == 20  # the fake reports 10 input tokens each
