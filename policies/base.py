@@ -183,6 +183,7 @@ class RequestNotes:
     end_notes: list[str] = field(default_factory=list)
     wire: Any = None  # the request in its API's own shape, as the proxy parsed it (the proxy's; policies never read it)
     api: str = "chat"  # the API the client spoke: chat | responses | messages (reports and the dashboard)
+    usage: dict[str, int] = field(default_factory=dict)  # tokens the upstream reported for this request (the proxy's)
 
 
 # About 1 ms of tokenizing when nothing is cached yet. Below it, a worker-thread hop (≈0.1 ms with

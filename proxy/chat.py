@@ -220,7 +220,7 @@ class ChatHandler:
         outgoing = ex.outgoing_body()
         self._watch_prefix(ex, outgoing, span)
         litellm = uses_litellm(ex.model)
-        call = UpstreamCall(self.telemetry, ex.model, provider_name(ex.model, litellm), self.upstream.base_url)
+        call = UpstreamCall(self.telemetry, ex.model, provider_name(ex.model, litellm), self.upstream.base_url, tally=ex.notes.usage)
         response: httpx.Response | None = None
         try:
             response = await self._send(ex, raw, outgoing, litellm, call)

@@ -53,8 +53,10 @@ def _server_attributes(base_url: str) -> dict[str, Any]:
 class UpstreamCall:
     """One call to the upstream, from sending to the end of its answer (a stream's last chunk)."""
 
-    def __init__(self, telemetry: Telemetry, model: str, provider: str, base_url: str) -> None:
+    def __init__(self, telemetry: Telemetry, model: str, provider: str, base_url: str,
+                 tally: dict[str, int] | None = None) -> None:
         self.telemetry = telemetry
+        self.tally = tally  # the request's running usage (RequestNotes.usage): what its client key is charged
         self.attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
                            "gen_ai.request.model": model}
         span_attributes = {**self.attributes, **_server_attributes(base_url)}
@@ -83,6 +85,8 @@ class UpstreamCall:
         metrics.record("gen_ai.client.operation.duration", time.perf_counter() - self.started, **self.attributes, **extra)
         if isinstance(usage, dict):
             for kind, key in (("input", "prompt_tokens"), ("output", "completion_tokens")):
+                if isinstance(usage.get(key), int) and self.tally is not None:
+                    self.tally[key] = self.tally.get(key, 0) + usage[key]
                 if isinstance(usage.get(key), int):
                     if span.is_recording():
                         span.set_attribute(f"gen_ai.usage.{kind}_tokens", usage[key])

@@ -107,7 +107,7 @@ class MessagesHandler(ChatHandler):
         self._record_tokens(ex, span)
         self._watch_prefix(ex, ex.outgoing_body(), span)
         upstream = self.anthropic or self.upstream
-        call = UpstreamCall(self.telemetry, ex.model, "anthropic" if self.anthropic else "openai", upstream.base_url)
+        call = UpstreamCall(self.telemetry, ex.model, "anthropic" if self.anthropic else "openai", upstream.base_url, tally=ex.notes.usage)
         try:
             if self.anthropic is None:
                 return await self._translated(ex, call)

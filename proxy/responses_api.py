@@ -81,7 +81,7 @@ class ResponsesHandler(ChatHandler):
         body, parsed = ex.notes.wire
         outgoing = self._render(ex, body, parsed)
         whole = bool(ex.proxy_tools)
-        call = UpstreamCall(self.telemetry, ex.model, "openai", self.upstream.base_url)
+        call = UpstreamCall(self.telemetry, ex.model, "openai", self.upstream.base_url, tally=ex.notes.usage)
         response: httpx.Response | None = None
         try:
             if ex.stream and not whole:
