@@ -16,11 +16,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from .admin import admin_routes
+from .admin import admin_routes, require_admin
 from .chat import ChatHandler, read_body, relay_error, relay_headers
 from .config import Settings
 from .dashboard import Dashboard
 from .errors import ProxyError, error_body
+from .keys.admin import key_routes
+from .keys.gate import KeyGate
+from .keys.middleware import ClientKeys
 from .messages_api import MessagesHandler
 from .metrics_share import from_environment
 from .models import ModelInfo
@@ -44,6 +47,7 @@ def create_app(
     transport: httpx.AsyncBaseTransport | None = None,
     span_processors: list[Any] | None = None,
 ) -> Starlette:
+    gate = KeyGate.from_settings(settings)  # first: a proxy that must not start as configured stops here
     telemetry = Telemetry(settings.telemetry.service_name, settings.telemetry.otlp_endpoint, span_processors,
                           exporter=settings.telemetry.exporter_in_use())
     upstream = Upstream(settings.upstream, transport=transport)
@@ -57,7 +61,7 @@ def create_app(
     responses = ResponsesHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
     anthropic = AnthropicUpstream(settings.upstream, transport=transport) if settings.upstream.anthropic.base_url else None
     messages = MessagesHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb, anthropic=anthropic)
-    dashboard = Dashboard(settings, pipeline, upstream)  # registers its pipeline listener
+    dashboard = Dashboard(settings, pipeline, upstream, keys=gate)  # registers its pipeline listener
     routes = [
         Route("/v1/chat/completions", chat.handle, methods=["POST"]),
         Route("/chat/completions", chat.handle, methods=["POST"]),
@@ -70,12 +74,14 @@ def create_app(
         Route("/metrics", _metrics(telemetry), methods=["GET"]),
         *dashboard.routes(),
         *admin_routes(settings, pipeline, telemetry),
+        *key_routes(gate, lambda request: require_admin(settings, request)),
         Route("/v1/{path:path}", _relay(upstream, settings.server.max_body_mb), methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(
         routes=routes,
         lifespan=dashboard.lifespan(_lifespan(pipeline, upstream, telemetry, services.versions, anthropic)),
-        middleware=[Middleware(AnswerErrors)],
+        # Client keys only in keys mode: the other modes pay nothing for them.
+        middleware=[Middleware(AnswerErrors), *([Middleware(ClientKeys, gate=gate)] if gate.mode == "keys" else [])],
         exception_handlers={ProxyError: _proxy_error, HTTPException: _http_error},
     )
     app.state.settings = settings
@@ -83,6 +89,7 @@ def create_app(
     app.state.telemetry = telemetry
     app.state.upstream = upstream
     app.state.services = services
+    app.state.keys = gate
     return app
 
 
@@ -105,14 +112,25 @@ def _readyz(upstream: Upstream, pipeline: Pipeline, services: Any) -> Endpoint:
     uses_store = any(getattr(p, "uses_store", p.name in STORE_POLICIES) for p in pipeline.policies)
 
     async def readyz(request: Request) -> Response:
-        """Readiness: 503 while the upstream circuit is open or a store some enabled policy uses is down.
-        A store no enabled policy uses is reported "unused" and neither checked nor counted."""
+        """Readiness: 503 while the upstream circuit is open, a store some enabled policy uses is down,
+        or a policy's own check says it cannot do its work (`readiness()`: the poisoning policy while
+        a knowledge base cannot be read, `"kb": "unavailable"`). A store no enabled policy uses is
+        reported "unused" and neither checked nor counted."""
         breaker = upstream.breaker.state
         store = ("ok" if await _store_alive(services.store) else "down") if uses_store else "unused"
         ready = breaker != "open" and store != "down"  # a degraded state backend still serves: ready
+        fields: dict[str, Any] = {}
+        for policy in pipeline.policies:
+            check = getattr(policy, "readiness", None)
+            if check is not None:
+                try:
+                    ok, said = await check()
+                except Exception as exc:
+                    ok, said = False, {policy.name: f"unavailable ({type(exc).__name__})"}
+                ready, fields = ready and ok, {**fields, **said}
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "upstream_circuit": breaker, "store": store,
-             "state": services.versions.status,
+             "state": services.versions.status, **fields,
              "policies": [p.name for p in pipeline.policies]},
             status_code=200 if ready else 503,
         )

@@ -24,6 +24,7 @@ from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
 from .prefix_watch import PrefixWatch
 from .proxy_tools import ProxyToolRounds
+from .keys.middleware import COUNTED, charge_of
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
 from .tenants import TenantError, check_tenant
@@ -110,6 +111,10 @@ class ChatHandler:
                 raw = await read_body(request, self.max_body_mb)
                 body = parse_json_body(raw)
                 ex = self._exchange(request_id, body, request.headers, len(raw), started)
+                charge = charge_of(request.scope)
+                if charge is not None:  # keys mode: the key may call this model; it is charged what it uses
+                    charge.check_model(ex.model)
+                    ex.notes.usage = charge.usage
                 span.set_attribute("gen_ai.request.model", ex.model)
                 span.set_attribute("ctxwarden.session", ex.session_id)
                 response = await self._handle(ex, raw, request, span)
@@ -245,6 +250,7 @@ class ChatHandler:
         budget = ex.notes.budget
         if budget is not None:
             after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after
+            ex.notes.usage.setdefault(COUNTED, after)  # a client key is charged this if the upstream reports no usage
             self.metrics.record("ctxwarden.request.received_tokens", budget.tokens_before, model=ex.model)
             self.metrics.record("ctxwarden.request.forwarded_tokens", after, model=ex.model)
             span.set_attribute("ctxwarden.tokens.before", budget.tokens_before)

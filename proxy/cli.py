@@ -1,4 +1,4 @@
-"""The `ctxwarden` command: serve, check-config, demo, kb."""
+"""The `ctxwarden` command: serve, check-config, demo, kb, memory, stats, keys."""
 
 from __future__ import annotations
 
@@ -92,11 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         add_kb_commands = None
     if add_kb_commands:
         add_kb_commands(sub)
+    from .keys_cli import add_keys_commands
     from .memory_cli import add_memory_commands
     from .stats_cli import add_stats_command
 
     add_stats_command(sub)
     add_memory_commands(sub)
+    add_keys_commands(sub)
     return parser
 
 

@@ -112,6 +112,12 @@ class AdminConfig(Strict):
     api_key_env: str = "CTXWARDEN_ADMIN_KEY"
 
 
+class AuthConfig(Strict):
+    # keys: client keys required, the proxy's provider key sent; passthrough: the client's own provider
+    # key goes upstream; open: the proxy's key, no client key (explicit). null: see proxy/keys/gate.py.
+    mode: Literal["keys", "passthrough", "open"] | None = None
+
+
 class DashboardConfig(Strict):
     show_content: bool = False  # the last requests on /dashboard show the last user message (off: never content)
     retention_days: float = Field(7, gt=0)  # per-minute aggregates kept in <storage.path>/dashboard.sqlite3
@@ -171,6 +177,7 @@ class Settings(Strict):
     storage: StorageConfig = StorageConfig()
     state: StateConfig = StateConfig()
     admin: AdminConfig = AdminConfig()
+    auth: AuthConfig = AuthConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     dashboard: DashboardConfig = DashboardConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()

@@ -148,3 +148,17 @@ def test_the_alert_banner_shows_when_the_blocked_rate_passes_alert_rate(fake, st
     sync_api.expect(banner).to_be_visible(timeout=5_000)  # 1 of 2 blocked: 50 % > 20 %, live
     assert "50.0%" in banner.inner_text() and "20.0%" in banner.inner_text()
     assert page.errors == [], page.errors
+
+
+def test_each_client_keys_usage_shows_on_the_page(fake, start_proxy, browser):
+    proxy = start_proxy({"auth": {"mode": "keys"}, "policies": policies_off()})
+    made = httpx.post(f"{proxy.url}/admin/keys", headers=AUTH, json={"tenant": "acme", "name": "ci-bot"}).json()
+    client = openai_client(proxy, api_key=made["key"])
+    for i in range(3):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": f"hello {i}"}])
+    page = signed_in_page(browser, proxy)
+    row = page.get_by_test_id("client-keys").locator(f"[data-id='{made['id']}']")
+    sync_api.expect(row).to_contain_text("ci-bot", timeout=5_000)
+    cells = row.locator("td").all_inner_texts()
+    assert cells[2] == "acme" and cells[3] == "3" and int(cells[4]) > 0 and cells[6] == "active"
+    assert made["key"] not in page.content() and page.errors == []

@@ -44,10 +44,11 @@ def _static(name: str) -> str:
 
 
 class Dashboard:
-    def __init__(self, settings: Settings, pipeline: Any, upstream: Any) -> None:
+    def __init__(self, settings: Settings, pipeline: Any, upstream: Any, keys: Any = None) -> None:
         self.settings = settings
         self.pipeline = pipeline
         self.upstream = upstream
+        self.keys = keys  # the client-key gate (proxy/keys/gate.py): each key's usage
         cfg = settings.dashboard
         # With Redis (replicas), every replica adds into one set of series; else a file under storage.path.
         self.store: Any = (RedisMinuteStore(settings.state.redis_url, cfg.retention_days) if settings.state.redis_url
@@ -199,9 +200,22 @@ class Dashboard:
         data["breaker"] = self.upstream.breaker.state
         data["quarantine"] = await self._quarantine(poisoning)
         data["recent"] = self.collector.recent_requests()
+        data["client_keys"] = await self._client_keys()
         data["show_content"] = self.settings.dashboard.show_content
         data["generated_at"] = round(time.time(), 3)
         return data
+
+    async def _client_keys(self) -> dict[str, Any]:
+        """Each client key's requests, tokens and last use (no secret, no hash)."""
+        if self.keys is None:
+            return {"mode": None, "keys": []}
+        try:
+            listed = await self.keys.listing()
+        except Exception as exc:
+            log.warning("could not read the client keys: %s: %s", type(exc).__name__, exc)
+            return {"mode": self.keys.mode, "keys": [], "error": type(exc).__name__}
+        keep = ("id", "name", "hint", "tenant", "usage", "revoked_at")
+        return {"mode": self.keys.mode, "keys": [{k: row.get(k) for k in keep} for row in listed]}
 
     async def _quarantine(self, poisoning: Any) -> dict[str, Any]:
         if poisoning is None:

@@ -154,6 +154,19 @@
     }));
   }
 
+  function clientKeys(k) {
+    k = k || { mode: null, keys: [] };
+    $("keys-mode").textContent = k.mode === "keys" ? `(${k.keys.length} keys)` : `(auth.mode: ${k.mode || "unset"}; no client keys asked)`;
+    $("client-keys").replaceChildren(...k.keys.map((row) => {
+      const tr = el("tr", { "data-testid": "client-key", "data-id": row.id });
+      const used = row.usage || {};
+      [row.hint || row.id, row.name || "", row.tenant, fmt(used.requests || 0), fmt(used.tokens || 0),
+        used.last_used ? new Date(used.last_used * 1000).toLocaleString() : "–", row.revoked_at ? "revoked" : "active"]
+        .forEach((text, i) => tr.appendChild(el("td", i === 3 || i === 4 ? { class: "num" } : {}, text)));
+      return tr;
+    }));
+  }
+
   function render(s) {
     tiles(s);
     lineChart($("requests-chart"), s.buckets, { requests: s.requests.series });
@@ -167,6 +180,7 @@
     bars($("clashes"), s.clashes.by_type_and_resolution);
     bars($("loops"), s.loops.by_kind);
     quarantine(s.quarantine);
+    clientKeys(s.client_keys);
     recent(s.recent, s.show_content);
   }
 

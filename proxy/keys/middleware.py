@@ -1,0 +1,110 @@
+"""ASGI layer in `keys` mode: every guarded route (/v1/*, /chat/completions) needs a client key.
+
+It answers 401/403/429 itself, in the shape of the API the route speaks (Anthropic's on
+/v1/messages*, OpenAI's elsewhere), before any handler, policy, state or upstream is reached.
+A request it admits goes on with the client's credentials removed (the proxy sends its own
+provider key; the client key never leaves the proxy) and with `x-ctxwarden-tenant` (and a pinned
+`x-ctxwarden-user`) rewritten to what the key allows, so every handler, policy and relay scopes
+its state by the key's tenant whatever the client sent. The handler reads the `Charge` it leaves
+in the scope: the key's model check, and the usage the upstream reports, charged when the
+response is over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from ..errors import ProxyError
+from ..wire.anthropic import error_body as anthropic_error_body
+from .gate import KeyGate, guarded
+from .records import KeyRecord
+
+CHARGE = "ctxwarden.client_key"  # the scope["state"] entry handlers read
+COUNTED = "proxy_counted_prompt_tokens"  # in the usage tally: the proxy's count of the prompt it forwarded
+CREDENTIALS = {b"authorization", b"x-api-key", b"api-key", b"x-goog-api-key"}
+REWRITTEN = {b"x-ctxwarden-tenant", b"x-ctxwarden-user"}
+
+
+@dataclass
+class Charge:
+    record: KeyRecord
+    tenant: str
+    usage: dict[str, int] = field(default_factory=dict)  # the exchange's RequestNotes.usage (prompt/completion tokens)
+
+    def check_model(self, model: str) -> None:
+        if not self.record.may_use_model(model):
+            raise ProxyError(403, "model_not_allowed", f"This key may not use the model {model!r}.", param="model")
+
+    @property
+    def tokens(self) -> int:
+        reported = self.usage.get("prompt_tokens", 0) + self.usage.get("completion_tokens", 0)
+        return reported or self.usage.get(COUNTED, 0)
+
+
+def charge_of(scope: Any) -> Charge | None:
+    state = scope.get("state")
+    return state.get(CHARGE) if isinstance(state, dict) else None
+
+
+def _secret(headers: dict[bytes, bytes]) -> str | None:
+    auth = headers.get(b"authorization", b"").decode("latin-1").strip()
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip() or None
+    for name in (b"x-api-key", b"api-key"):
+        if headers.get(name):
+            return headers[name].decode("latin-1").strip() or None
+    return None
+
+
+class ClientKeys:
+    def __init__(self, app: Any, gate: KeyGate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not guarded(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        try:
+            record = await self.gate.authenticate(_secret(headers))
+            asked = headers.get(b"x-ctxwarden-tenant", b"").decode("utf-8", "replace") or None
+            tenant = self.gate.tenant_for(record, asked)
+            await self.gate.admit(record)
+        except ProxyError as exc:
+            await self._refuse(scope, receive, send, exc)
+            return
+        kept = [(k, v) for k, v in scope.get("headers") or [] if k.lower() not in CREDENTIALS | REWRITTEN]
+        kept.append((b"x-ctxwarden-tenant", tenant.encode("utf-8")))
+        user = record.user if record.user is not None else headers.get(b"x-ctxwarden-user", b"").decode("utf-8", "replace")
+        if user:
+            kept.append((b"x-ctxwarden-user", user.encode("utf-8")))
+        charge = Charge(record, tenant)
+        scope = {**scope, "headers": kept, "state": {**(scope.get("state") or {}), CHARGE: charge}}
+        charged = False
+
+        async def send_charged(message: Any) -> None:
+            nonlocal charged
+            # Charged before the last byte goes out, so the client's next request sees this one's tokens.
+            if message["type"] == "http.response.body" and not message.get("more_body", False) and not charged:
+                charged = True
+                await self.gate.charge(record, charge.tokens)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_charged)
+        finally:
+            if not charged:  # the client left mid-answer, or the app failed: what was used is still charged
+                await self.gate.charge(record, charge.tokens)
+
+    @staticmethod
+    async def _refuse(scope: Any, receive: Any, send: Any, exc: ProxyError) -> None:
+        if scope.get("path", "").startswith("/v1/messages"):
+            response = JSONResponse(anthropic_error_body(exc.status, None, exc.message), status_code=exc.status,
+                                    headers=exc.headers)
+        else:
+            response = exc.response()
+        await response(scope, receive, send)

@@ -1,0 +1,64 @@
+"""Client keys across processes: two `ctxwarden serve` replicas sharing a real redis-server, and two
+on one storage path without Redis. A key made on one is usable on the other at once; revoked on
+one, it is refused by the other within a second; a rate holds across replicas."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from ctxwarden.proxy.processes import redis_command, start_redis, start_replica
+from tests.conftest import policies_off
+
+ADMIN = {"authorization": "Bearer admin-k"}
+CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+ENV = {"CTXWARDEN_ADMIN_KEY": "admin-k", "CTXW_TEST_PROVIDER_KEY": "sk-proxy-own"}
+
+
+def config(fake, **extra) -> dict:
+    return {"auth": {"mode": "keys"}, "policies": policies_off(),
+            "upstream": {"base_url": f"{fake.url}/v1", "api_key_env": "CTXW_TEST_PROVIDER_KEY", "retries": 0}, **extra}
+
+
+def revocation_is_seen(a, b) -> float:
+    made = httpx.post(f"{a.url}/admin/keys", headers=ADMIN, json={"tenant": "acme"}).json()
+    headers = {"authorization": f"Bearer {made['key']}"}
+    assert httpx.post(f"{b.url}/v1/chat/completions", json=CHAT, headers=headers).status_code == 200  # at once
+    httpx.delete(f"{a.url}/admin/keys/{made['id']}", headers=ADMIN).raise_for_status()
+    revoked = time.monotonic()
+    while httpx.post(f"{b.url}/v1/chat/completions", json=CHAT, headers=headers).status_code == 200:
+        assert time.monotonic() - revoked < 1.0, "replica B still served the key a second after A revoked it"
+        time.sleep(0.02)
+    return time.monotonic() - revoked
+
+
+@pytest.mark.skipif(redis_command() is None, reason="no redis-server (Debian: apt-get install -y redis-server)")
+def test_with_redis_a_revoked_key_is_refused_by_the_other_replica_within_a_second(fake, tmp_path):
+    redis = start_redis(tmp_path)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = start_replica(tmp_path, {**config(fake, state={"redis_url": url}), "storage": {"path": str(tmp_path / "a")}}, env=ENV)
+    b = start_replica(tmp_path, {**config(fake, state={"redis_url": url}), "storage": {"path": str(tmp_path / "b")}}, env=ENV)
+    try:
+        assert revocation_is_seen(a, b) < 1.0
+        made = httpx.post(f"{a.url}/admin/keys", headers=ADMIN, json={"tenant": "acme", "requests_per_minute": 3}).json()
+        headers = {"authorization": f"Bearer {made['key']}"}
+        codes = [httpx.post(f"{r.url}/v1/chat/completions", json=CHAT, headers=headers).status_code for r in (a, b, a, b)]
+        assert codes == [200, 200, 200, 429]  # one rate for the key, whichever replica answers
+        listed = httpx.get(f"{b.url}/admin/keys", headers=ADMIN).json()["keys"]
+        assert next(k for k in listed if k["id"] == made["id"])["usage"]["requests"] == 3
+    finally:
+        for process in (a, b, redis):
+            process.stop()
+
+
+def test_on_one_storage_path_a_revoked_key_is_refused_by_the_other_process_within_a_second(fake, tmp_path):
+    shared = {"storage": {"path": str(tmp_path / "shared")}}
+    a = start_replica(tmp_path, {**config(fake), **shared}, env=ENV)
+    b = start_replica(tmp_path, {**config(fake), **shared}, env=ENV)
+    try:
+        assert revocation_is_seen(a, b) < 1.0
+    finally:
+        a.stop()
+        b.stop()
