@@ -7,8 +7,9 @@ no policy changed is forwarded as the client's bytes. Where it goes (`upstream.a
 
 - natively, to Anthropic's API (or any server speaking it), with the proxy's Anthropic key in
   `x-api-key` (without one, the client's passes through; the proxy's OpenAI key never goes there);
-- translated (`base_url: null`): the conversation goes to the main upstream as chat completions and
-  the answer comes back as a Message.
+- translated (`base_url: null`): the conversation goes to the main upstream as chat completions (or,
+  for a provider-prefixed model such as `gemini/…`, through litellm, as on chat) and the answer
+  comes back as a Message.
 
 Streams pass through event by event; with a knowledge base to check against, the text goes out
 sentence by sentence as each is judged (action `proxy.stream_gated`). Where the proxy must see the
@@ -30,7 +31,8 @@ from ctxwarden.policies.messages import content_text
 
 from .chat import ChatHandler, encode_json, relay_headers, upstream_error
 from .errors import ProxyError
-from .genai import UpstreamCall, chat_usage, model_of, usage_of
+from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
+from .models import uses_litellm
 from .proxy_tools import ProxyToolRounds
 from .typed_streams import gated_stream
 from .upstream.client import AnthropicUpstream, completion_json
@@ -107,7 +109,8 @@ class MessagesHandler(ChatHandler):
         self._record_tokens(ex, span)
         self._watch_prefix(ex, ex.outgoing_body(), span)
         upstream = self.anthropic or self.upstream
-        call = UpstreamCall(self.telemetry, ex.model, "anthropic" if self.anthropic else "openai", upstream.base_url, tally=ex.notes.usage)
+        provider = "anthropic" if self.anthropic else provider_name(ex.model, uses_litellm(ex.model))
+        call = UpstreamCall(self.telemetry, ex.model, provider, upstream.base_url, tally=ex.notes.usage)
         try:
             if self.anthropic is None:
                 return await self._translated(ex, call)
@@ -214,8 +217,17 @@ class MessagesHandler(ChatHandler):
         # upstream, and a strict one (OpenAI) refuses a message field it does not know.
         outgoing["messages"] = [{k: v for k, v in m.items() if k not in (THINKING_KEY, PROVIDER_KEY)}
                                 for m in outgoing["messages"]]
-        result = await self.upstream.send("POST", "chat/completions", encode_json(outgoing), ex.notes.upstream_headers)
-        response = result.response
+        if uses_litellm(ex.model):  # a provider-prefixed model (gemini/…, bedrock/…): litellm calls it, as on chat
+            from .upstream.providers import litellm_response
+
+            try:
+                response = await litellm_response(outgoing, False)
+            except ProxyError as exc:
+                call.finish(exc.status, error=exc.code)
+                await self.pipeline.complete(ex, "rejected")
+                return self._error(exc)
+        else:
+            response = (await self.upstream.send("POST", "chat/completions", encode_json(outgoing), ex.notes.upstream_headers)).response
         if response.status_code >= 400:
             detail = (await upstream_error(response))[0]["error"]
             call.finish(response.status_code)

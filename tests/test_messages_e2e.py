@@ -192,3 +192,21 @@ def test_other_messages_routes_go_to_anthropic_with_anthropics_key_only(fake, st
     translated = start_proxy({"upstream": {"anthropic": {"base_url": None}}})
     r = httpx.get(f"{translated.url}/v1/messages/batches/b1")
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+
+
+def test_translated_with_a_provider_prefixed_model_goes_through_litellm(fake, start_proxy, monkeypatch):
+    """Translated mode, model `anthropic/…`: litellm calls the provider (respx stands in for it), as on chat;
+    the OpenAI-compatible upstream is never asked."""
+    import respx
+
+    from tests.test_providers_litellm import ANTHROPIC_REPLY
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    proxy = start_proxy({"upstream": {"anthropic": {"base_url": None}}, "policies": policies_off()})
+    with respx.mock(assert_all_called=False) as mock:
+        mock.route(host="127.0.0.1").pass_through()  # the test's own calls to the proxy
+        provider = mock.post("https://api.anthropic.com/v1/messages").mock(return_value=httpx.Response(200, json=ANTHROPIC_REPLY))
+        answer = client(proxy).messages.create(model="anthropic/claude-3-5-sonnet-20240620", max_tokens=50,
+                                               messages=[{"role": "user", "content": "Say hello in French"}])
+    assert answer.content[0].text == "Bonjour!" and answer.usage.output_tokens == 3
+    assert provider.called and fake.received == []
