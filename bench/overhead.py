@@ -4,7 +4,8 @@
 
 Processes on 127.0.0.1: the fake upstream; a same-stack floor (bench/floors/passthrough.py:
 starlette + uvicorn + one pooled httpx client, the least any proxy on this stack costs); an aiohttp
-floor; ctxwarden with every policy off; ctxwarden with the default policies; LiteLLM Proxy when its
+floor; ctxwarden with every policy off; ctxwarden with the default policies (also in auth.mode keys, with
+a client key); LiteLLM Proxy when its
 command is installed (`pip install 'litellm[proxy]'`, here or in another environment named by
 CTXW_LITELLM). Requests go to every target in turn, so all see the same machine state; every time
 is reported as a ratio to the floor measured in the same run, because absolute milliseconds swing
@@ -35,6 +36,8 @@ from _api_wire import HEADERS as API_HEADERS
 from _harness import pct, start_fake, start_floor, start_litellm, start_proxy
 from _load import HEADERS, interleaved, stream_firsts, throughput
 
+from ctxwarden.proxy.keys.records import KeyRecord, hash_key
+from ctxwarden.proxy.keys.store import FileKeyStore
 from ctxwarden.proxy.registry import policy_names
 
 TOOLS = Path(__file__).resolve().parent / "data" / "metatool" / "tools.json"
@@ -67,6 +70,19 @@ def agent_request(seed: int = 7) -> dict:
     return {"model": "gpt-4o", "messages": messages, "tools": tools}
 
 
+KEYED = "ctxwarden, client keys"  # the default policies in auth.mode keys
+
+
+def keyed_config(extra: dict) -> dict:
+    """auth.mode keys, with a client key whose secret is the bench's bearer token (sk-bench)."""
+    import tempfile
+
+    store = tempfile.mkdtemp(prefix="ctxw-bench-keys-")
+    FileKeyStore(store).add(KeyRecord(id="key_bench", key_hash=hash_key(HEADERS["authorization"].split()[1]),
+                                      tenant="bench", created_at=time.time()))
+    return {**extra, "auth": {"mode": "keys"}, "storage": {"path": store}}
+
+
 def start_targets(fake_url: str, with_litellm: bool) -> tuple[dict[str, str], list]:
     procs, urls = [], {"upstream": fake_url}
     # /v1/messages natively to the fake upstream (it speaks the Messages API); chat is unaffected.
@@ -74,7 +90,8 @@ def start_targets(fake_url: str, with_litellm: bool) -> tuple[dict[str, str], li
     for name, start in ((FLOOR, lambda: start_floor("passthrough.py", fake_url)),
                         ("aiohttp floor", lambda: start_floor("aiohttp_passthrough.py", fake_url)),
                         ("ctxwarden, policies off", lambda: start_proxy(fake_url, {**POLICIES_OFF, **anthropic})),
-                        ("ctxwarden, default policies", lambda: start_proxy(fake_url, anthropic))):
+                        ("ctxwarden, default policies", lambda: start_proxy(fake_url, anthropic)),
+                        (KEYED, lambda: start_proxy(fake_url, keyed_config(anthropic)))):
         proc, url = start()
         procs.append(proc)
         urls[name] = url
