@@ -5,10 +5,12 @@ or {"documents": [...]}). Re-adding an id replaces the document.
 
 Where the command writes: through the running server's admin API when one answers (`--server
 URL`, default: the configured server.host:port), with the admin key from the variable
-`admin.api_key_env` names (CTXWARDEN_ADMIN_KEY). An embedded Chroma store must not be written by a
-second process while the server has it open (its vector index breaks and the server stops seeing
-the KB). Only when no server answers does the command open the store itself (`storage` and
-`embeddings` from `--config`), and it says so; `--direct` asks for that explicitly.
+`admin.api_key_env` names (CTXWARDEN_ADMIN_KEY): the server embeds the passages once and uses them
+at once. A second process writing an embedded store the server has open is safe for the server's
+readers (it sees the change signal within about half a second), but the server cannot read the
+vectors that process wrote and embeds those passages again. Only when no server answers does the
+command open the store itself (`storage` and `embeddings` from `--config`), and it says so;
+`--direct` asks for that explicitly.
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ def knowledge_base(args: argparse.Namespace) -> KnowledgeBase | ServerKB:
             if not key:
                 raise KBCommandError(
                     f"a ctxwarden server is running at {url}: set {key_env} to its admin key to go through it "
-                    "(writing its store from a second process would break it)")
+                    "(or --direct to write its store from here; the server then embeds the new passages again)")
             return ServerKB(url, key, args.tenant)
         if args.server:
             raise KBCommandError(f"no ctxwarden server answers at {url}")

@@ -13,15 +13,25 @@ indistinguishable from the exact tenant's, which keeps it.
 Every collection call is watched: failures are counted and `healthy()` reports a store whose last
 operation failed (e.g. an embedded store another process wrote to) even when heartbeat() still
 answers.
+
+Change signals (embedded store only): processes sharing one `storage.path` (two `ctxwarden serve`,
+or `ctxwarden kb add --direct` beside a server) have no state backend in common, so a writer
+rewrites a small file, `<storage.path>/signals/<hash of the name>`, atomically (a new file renamed
+over the old) after each write, and readers read it (a few microseconds, no store I/O) to know that
+they must reload. A Chroma server's clients are told by the state backend (Redis) instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import os
 import re
+import secrets
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
@@ -33,6 +43,7 @@ from .tenants import tenant_slug
 log = logging.getLogger("ctxwarden.storage")
 
 MAX_OPEN_COLLECTIONS = 1024  # collection handles kept (one per name and tenant in use)
+SIGNALS = "signals"  # <storage.path>/signals/: one change-signal file per name (signal_changed)
 _SAFE = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -210,6 +221,39 @@ class ChromaStore:
         except NotFoundError:
             return False
         return True
+
+    # ------------------------------------------------------------------ change signals
+
+    def _signal_path(self, name: str) -> Path | None:
+        if self.config.chroma_url:
+            return None
+        return Path(self.config.path) / SIGNALS / hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
+
+    def signal_changed(self, name: str) -> None:
+        """Tell the other processes on this storage.path that `name` changed (module docstring).
+        A failure is logged: they then see the change by the reader's own refresh interval."""
+        path = self._signal_path(name)
+        if path is None:
+            return
+        token = f"{time.time_ns():016x}{secrets.token_hex(4)}"
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(token, encoding="ascii")
+            os.replace(tmp, path)  # atomic: a reader sees the old token or the new one, never half of one
+        except OSError as exc:
+            log.warning("storage: could not signal a change of %s to other processes (%s)", name, exc)
+
+    def changed_token(self, name: str) -> str | None:
+        """The token the last signal_changed(name) wrote, by any process on this storage.path; None
+        when none was written (or a Chroma server is used). One small file read."""
+        path = self._signal_path(name)
+        if path is None:
+            return None
+        try:
+            return path.read_text(encoding="ascii")
+        except (OSError, ValueError):
+            return None
 
     # ------------------------------------------------------------------ health
 

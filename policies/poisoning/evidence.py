@@ -49,6 +49,12 @@ class EvidenceIndex:
     def __len__(self) -> int:
         return len(self.sentences)
 
+    def vectors_by_text(self) -> dict[str, np.ndarray]:
+        """Each passage's (unit) vector by its text: what a reload may reuse instead of embedding again."""
+        if self._vectors is None:
+            return {}
+        return {s.text: self._vectors[i] for i, s in enumerate(self.sentences)}
+
     def search(self, queries: Sequence[str], query_vectors: Sequence[Sequence[float]] | None, k: int = 4) -> list[list[Evidence]]:
         """The k best passages for each query (stale passages skipped), best first."""
         if not self.sentences or not queries:

@@ -8,8 +8,13 @@ Re-adding an id replaces the document, atomically for readers and crash-safe (kb
 version is written whole under a new generation before the old one is deleted; readers take each
 document's newest complete generation). add() returns only after both steps are committed.
 An in-memory evidence index (evidence.py: BM25 over sentence windows + the stored vectors)
-mirrors the collection; it is rebuilt after a write here, and when the KB's version record
-changed (another process or replica wrote), looked at at most every `refresh_s` seconds.
+mirrors the collection; it is rebuilt after a write here, when a published version moved (another
+replica wrote: Redis, about a second), when the store's change signal moved (another process on the
+same embedded store wrote: read every SIGNAL_CHECK_S) and, at the latest, when the KB's version
+record changed, looked at every `refresh_s` seconds. Vectors another process wrote may be
+unreadable here (kbstore.py); the index then embeds those passages itself (reusing the vectors it
+had for unchanged ones). A load that fails is never papered over with the previous index: every
+read tries again and raises until one succeeds (`failure` says why meanwhile, for /readyz).
 
 All methods are synchronous and may be slow (embedding, disk): call them via asyncio.to_thread.
 """
@@ -22,7 +27,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -33,12 +38,14 @@ from ..state import Versions
 from ..text.sentences import split_sentences
 from .checkers.base import Evidence
 from .evidence import EvidenceIndex, IndexedSentence
-from .kbstore import DATA, KBStorage, current_generations, damaged, heads, next_generation, retrying
+from .kbstore import DATA, KBStorage, current_generations, heads, next_generation, retrying
 
 log = logging.getLogger("ctxwarden.poisoning")
 
 COLLECTION = DATA  # kept for importers: the first data collection's name
 MAX_ID_LENGTH = 200
+SIGNAL_CHECK_S = 0.5  # how often the store's change signal is read (a small file read, no store I/O)
+READY_TIMEOUT_S = 2.0  # /readyz waits this long for a failed knowledge base to load again
 _RESERVED = ("doc_id", "part", "parts", "doc_text", "gen")
 
 
@@ -112,6 +119,11 @@ class KnowledgeBase:
         self.versions = versions
         self._version_name = f"kb:{tenant or ''}"
         self._published = 0  # the published version the index was loaded at
+        self._signal: str | None = None  # the store's change signal as last read, at _signal_at
+        self._signal_at = -SIGNAL_CHECK_S
+        self._loaded_signal: str | None = None  # ... and as read before the index was loaded
+        self._vectors_unreadable: set[str] = set()  # data collections whose stored vectors failed to read
+        self.failure: str | None = None  # why the last load failed; None once one succeeds
 
     @property
     def collection(self) -> Any:
@@ -133,6 +145,7 @@ class KnowledgeBase:
             written = self.storage.bump(gen, len(rows) + len(previous))
             self.storage.delete(previous)
             self._index = None  # rebuilt on the next read
+            self._vectors_unreadable.clear()  # writing brought this process's vector index up to date
             self.version += 1
             self._compact(written)
         self._publish()
@@ -148,14 +161,23 @@ class KnowledgeBase:
             self.storage.delete(rows)
             written = self.storage.bump(next_generation(str(meta.get("gen", "")) for _, meta in rows), len(rows))
             self._index = None
+            self._vectors_unreadable.clear()
             self.version += 1
             self._compact(written)
         self._publish()
         return found
 
     def _publish(self) -> None:
+        self.storage.signal()  # processes on this embedded store
         if self.versions is not None:
-            self.versions.publish(self._version_name)
+            self.versions.publish(self._version_name)  # replicas (Redis)
+
+    def _signal_now(self) -> str | None:
+        """The store's change signal, read at most every SIGNAL_CHECK_S."""
+        now = time.monotonic()
+        if now - self._signal_at >= SIGNAL_CHECK_S:
+            self._signal, self._signal_at = self.storage.signal_token(), now
+        return self._signal
 
     def _published_now(self) -> int:
         return self.versions.current(self._version_name) if self.versions is not None else 0
@@ -193,8 +215,8 @@ class KnowledgeBase:
     @property
     def current(self) -> bool:
         """The index is loaded and no look for changes is due: reading `index` now touches no store."""
-        return (self._index is not None and self._published_now() == self._published
-                and time.monotonic() - self._checked_at < self.refresh_s)
+        return (self._index is not None and self.failure is None and self._published_now() == self._published
+                and self._signal_now() == self._loaded_signal and time.monotonic() - self._checked_at < self.refresh_s)
 
     async def refreshed(self) -> None:
         """Load or refresh the index off the event loop, only when that may touch the store: a
@@ -210,25 +232,36 @@ class KnowledgeBase:
 
     @property
     def index(self) -> EvidenceIndex:
-        """The passages, loaded on first use and reloaded when another writer changed the KB."""
+        """The passages, loaded on first use and reloaded when another writer changed the KB.
+        Raises while it cannot be loaded (the caller reports the check unavailable)."""
         with self._lock:
-            now, published = time.monotonic(), self._published_now()
-            if self._index is None or published != self._published or now - self._checked_at >= self.refresh_s:
-                self._checked_at = now
-                stamp = self.storage.stamp()
-                if self._index is None or stamp != self._stamp or published != self._published:
-                    self._index = self._load()
-                    self._stamp, self._published = stamp, published
-                    self.version += 1
+            now, published, signal = time.monotonic(), self._published_now(), self._signal_now()
+            if (self._index is None or self.failure is not None or published != self._published
+                    or signal != self._loaded_signal or now - self._checked_at >= self.refresh_s):
+                try:
+                    stamp = self.storage.stamp()
+                    if self._index is None or stamp != self._stamp or published != self._published:
+                        self._index = self._load()
+                        self._stamp, self._published = stamp, published
+                        self.version += 1
+                except Exception as exc:  # _checked_at stays: the next read tries again
+                    self.failure = f"{type(exc).__name__}: {exc}"[:300]
+                    raise
+                self._checked_at, self._loaded_signal, self.failure = now, signal, None
+            assert self._index is not None
             return self._index
 
     def _load(self) -> EvidenceIndex:
-        try:
-            got = self.storage.read(["documents", "metadatas", "embeddings"])
-        except Exception as exc:
-            if not damaged(exc):
-                raise
+        name, got = self.storage.data_name(), None
+        if name not in self._vectors_unreadable:
+            try:
+                got = self.storage.read(["documents", "metadatas", "embeddings"])
+            except Exception as exc:  # damaged, or vectors another process wrote (module docstring)
+                log.info("knowledge base%s: stored vectors unreadable here (%s: %s); embedding the passages",
+                         f" of tenant {self.tenant!r}" if self.tenant else "", type(exc).__name__, str(exc)[:200])
+        if got is None:
             got = {**self.storage.read(["documents", "metadatas"]), "embeddings": None}  # vectors made again below
+            self._vectors_unreadable.add(name)
         metas = got["metadatas"]
         current = current_generations(zip(got["ids"], metas))
         keep = [i for i, meta in enumerate(metas) if current.get(str(meta.get("doc_id", ""))) == str(meta.get("gen", ""))]
@@ -239,8 +272,15 @@ class KnowledgeBase:
             return EvidenceIndex(sentences, None)
         vectors = got.get("embeddings")
         if vectors is None or len(vectors) != len(metas):
-            return EvidenceIndex(sentences, np.asarray(self.embedder.embed([s.text for s in sentences])))
+            return EvidenceIndex(sentences, self._vectors_of([s.text for s in sentences]))
         return EvidenceIndex(sentences, np.asarray(vectors)[keep])
+
+    def _vectors_of(self, texts: list[str]) -> np.ndarray:
+        """Vectors for these passages: the loaded index's for texts it has, the embedder's for the rest."""
+        known = self._index.vectors_by_text() if self._index is not None else {}
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        fresh = dict(zip(missing, self.embedder.embed(missing))) if missing else {}
+        return np.asarray([known[t] if t in known else fresh[t] for t in texts])
 
     def search(self, queries: Sequence[str], k: int = 4) -> list[list[Evidence]]:
         """For each query, the k best passages (BM25 + embeddings, fused by rank)."""
@@ -250,7 +290,21 @@ class KnowledgeBase:
         return index.search(queries, self.embedder.embed(list(queries)), k)
 
 
-
+async def readiness(kbs: Iterable[KnowledgeBase]) -> tuple[bool, dict[str, Any]]:
+    """For /readyz: not ready while a knowledge base cannot be loaded (its answers pass unchecked or
+    are withheld, by on_failure). Each failed one is tried again first: while a replica is not ready
+    no traffic comes to it, so the probe must be what finds it recovered."""
+    failing = [kb for kb in kbs if kb.failure is not None]
+    for kb in failing:
+        try:
+            await asyncio.wait_for(asyncio.to_thread(lambda kb=kb: kb.index), READY_TIMEOUT_S)
+        except Exception:
+            pass  # kb.failure says why
+    failing = [kb for kb in failing if kb.failure is not None]
+    if not failing:
+        return True, {"kb": "ok"}
+    return False, {"kb": "unavailable", "kb_error": failing[0].failure,
+                   "kb_tenants": sorted(kb.tenant or "" for kb in failing)}
 
 
 def _rows(split: Sequence[tuple[Document, list[str]]], gen: str) -> list[tuple[str, str, dict[str, Any]]]:

@@ -7,6 +7,12 @@
 - A row-less collection, `kbmeta`, holds in its *collection metadata* (one SQLite row, no vector
   index) the name of the current data collection, a version token bumped by every write (readers
   in other processes compare it, one cheap read, to know when to reload) and the rows written.
+  Processes on one embedded store also get a change signal (`signal()`, a file the store rewrites),
+  read often because it costs no store I/O.
+- Embedded Chroma keeps each collection's vector index in the memory of every process that opened
+  it, and a process does not see the vectors another process writes until it writes itself: its
+  reads of those rows' embeddings fail ("Error finding id") while documents and metadata read fine.
+  Readers therefore never depend on stored vectors (kb.py: they fall back to the texts).
 - Embedded Chroma saves a collection's vector index (hnsw) to files every `sync_threshold` rows,
   not atomically: a process killed while it saves leaves the collection unreadable or unwritable
   ("Failed to apply logs to the hnsw segment writer"). Data collections are therefore set to
@@ -151,6 +157,23 @@ class KBStorage:
             col = self.store.collection(META, self.tenant)
             col.modify(metadata={**{k: v for k, v in meta.items() if not k.startswith("hnsw:")}, **values})
         return total
+
+    def signal(self) -> None:
+        """Tell other processes on this store that the KB changed (a store that can: the embedded
+        one, by a file beside it; see proxy/storage.py)."""
+        send = getattr(self.store, "signal_changed", None)
+        if send is not None:
+            send(self.signal_name)
+
+    def signal_token(self) -> str | None:
+        """What signal() last left, by any process (None: nothing, or a store that cannot signal).
+        No store I/O: cheap enough to read on every request."""
+        read = getattr(self.store, "changed_token", None)
+        return read(self.signal_name) if read is not None else None
+
+    @property
+    def signal_name(self) -> str:
+        return f"kb:{self.tenant or ''}"
 
     def compact_if_due(self, written: int) -> None:
         """Copy the live rows to a fresh collection once the log holds many times more."""

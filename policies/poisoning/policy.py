@@ -34,7 +34,7 @@ from .config import PoisoningConfig
 from .findings import MARK, Finding, header_safe, short
 from .flags import FlagRules
 from .gate import releasable
-from .kb import KnowledgeBase
+from .kb import KnowledgeBase, readiness
 from .kb_gate import share
 from .quarantine import APPROVED, REJECTED, QuarantineStore
 from .scores import Scores, about, accuracy, completeness, relevance
@@ -395,3 +395,6 @@ class PoisoningPolicy(BasePolicy):
 
     def stats_snapshot(self) -> dict[str, Any]:
         return self.stats.snapshot()
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:  # /readyz: a knowledge base that cannot be read
+        return await readiness(kb for _, kb in self._kbs.items())
