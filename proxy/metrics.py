@@ -8,7 +8,9 @@ OTel instrument (`mirror`), so both receivers see the same figures.
 Durations are exported in seconds, the base unit: a name recorded with the suffix `_ms` (policies
 measure `time.perf_counter()` differences in milliseconds) is kept, shown and mirrored as the same
 name ending in `_seconds`, its value divided by 1000 (`ctxwarden.policy.duration_ms` 3.2 →
-`ctxwarden_policy_duration_seconds` 0.0032).
+`ctxwarden_policy_duration_seconds` 0.0032). A duration recorded in seconds under its OpenTelemetry
+name (`gen_ai.client.operation.duration`) is shown with the unit suffix Prometheus asks for
+(`gen_ai_client_operation_duration_seconds`).
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ class _Collector:
         if self.metrics.peers is not None:
             points = merge(points, str(os.getpid()), self.metrics.peers())
         for p in points:
-            name = prom_name(p["name"])
+            name = exposition_name(p["name"], p["kind"])
             labels = {prom_name(k): _label_value(v) for k, v in sorted(p["attributes"].items())}
             family = families.get((name, p["kind"]))
             if family is None:
@@ -235,6 +237,16 @@ def render(registry: CollectorRegistry) -> bytes:
 
 def prom_name(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_:]", "_", name)
+
+
+def exposition_name(name: str, kind: str) -> str:
+    """A metric's Prometheus name. A time histogram named by OpenTelemetry without its unit
+    (`gen_ai.client.operation.duration`, unit s) gets the unit suffix Prometheus names carry:
+    `gen_ai_client_operation_duration_seconds`. OTLP keeps the OpenTelemetry name."""
+    out = prom_name(name)
+    if kind == "histogram" and name.endswith((".duration", "_duration")):
+        out += "_seconds"
+    return out
 
 
 def _labels(attributes: dict[str, Any]) -> Labels:

@@ -187,7 +187,7 @@ def test_every_family_on_the_real_server_has_help_and_type_and_genai_metrics(sta
     assert usage.type == "histogram"
     counts = {s.labels["gen_ai_token_type"]: s.value for s in usage.samples if s.name.endswith("_count")}
     assert counts == {"input": 2, "output": 2}  # the plain and the streamed request alike
-    duration = parsed["gen_ai_client_operation_duration"]
+    duration = parsed["gen_ai_client_operation_duration_seconds"]  # a time histogram carries its unit
     assert duration.type == "histogram" and next(s.labels["le"] for s in duration.samples if s.name.endswith("_bucket")) == "0.01"
     for family in parsed.values():  # base units: no milliseconds anywhere
         assert not family.name.endswith(("_ms", "_milliseconds")), family.name

@@ -151,16 +151,33 @@ def test_a_malformed_sse_line_in_a_gated_stream_ends_it_with_an_error_event(star
     assert any("not valid JSON" in rec.getMessage() for rec in caplog.records)
 
 
-def test_with_an_empty_knowledge_base_poisoning_leaves_a_stream_unread(start_proxy, hostile):
-    """Nothing to judge by: the stream passes through as the upstream sent it (bad line included),
-    exactly as with poisoning off, instead of being parsed event by event."""
+def test_with_an_empty_knowledge_base_poisoning_leaves_a_stream_unread(start_proxy, hostile, monkeypatch):
+    """Nothing to judge by: the stream passes through (exactly as with poisoning off) instead of being
+    parsed event by event; either way the bad line ends it with an error event (issue 43)."""
+    from ctxwarden.proxy.streaming.relay import StreamRelay
+
+    modes: list[str] = []  # which relay mode each stream took
+
+    def spy(mode: str):
+        original = getattr(StreamRelay, mode)
+
+        def wrapped(self, response):
+            modes.append(mode)
+            return original(self, response)
+        return wrapped
+
+    for mode in ("passthrough", "relay"):
+        monkeypatch.setattr(StreamRelay, mode, spy(mode))
     proxy = behind(start_proxy, hostile(_stream_with_a_bad_line([])), policies=policies_off("poisoning"))
     httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI})  # loads the (empty) KB
-    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
-        assert b"data: {this is not json" in r.read()
-    gated(proxy)
-    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
-        assert b"data: {this is not json" not in r.read()
+    for expected in ("passthrough", "relay"):
+        with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
+            body = r.read()
+        assert modes.pop() == expected and not modes
+        assert b"data: {this is not json" not in body and b"After the fault" not in body and b"[DONE]" not in body
+        assert sse_events(body)[-1]["error"]["code"] == "upstream_invalid_stream"
+        if expected == "passthrough":
+            gated(proxy)
 
 
 def test_the_sdk_sees_a_malformed_gated_stream_as_an_api_error(start_proxy, hostile):
@@ -206,7 +223,8 @@ def test_a_passthrough_stream_the_upstream_ends_early_still_ends_with_an_error_e
     async def handler(request: Request) -> Response:
         async def events():
             yield chunk("Hello")
-            yield b"data: {not json either\n\n"  # relayed as it is: nobody parses a pass-through stream
+            yield chunk(" there")  # and no [DONE]
+            yield b'data: {"id": "c1", "choi'  # an event cut off in the middle: not relayed
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
@@ -214,7 +232,7 @@ def test_a_passthrough_stream_the_upstream_ends_early_still_ends_with_an_error_e
     with httpx.stream("POST", f"{proxy.url}/v1/chat/completions",
                       json={"model": "gpt-4o", "messages": HI, "stream": True}) as r:
         body = r.read()
-    assert b"data: {not json either\n\n" in body
+    assert body.startswith(chunk("Hello") + chunk(" there")) and b'"c1", "choi' not in body
     assert sse_events(body)[-1]["error"]["code"] == "upstream_stream_cut"
 
 

@@ -9,8 +9,8 @@ Three modes, chosen per request:
   (the other choices of an n > 1 request go on; once every choice is blocked the stream ends);
 - proxy tools: tool-call deltas are held until the round ends; when the model only called tools
   the proxy answers itself (context_recall), the proxy answers them and streams the next round.
-A stream the upstream cuts, or breaks with an event that is not a JSON chunk (parsed modes), ends
-with an in-stream error event, never a hang.
+A stream the upstream cuts, or breaks with an event that is not JSON (pass-through) or not a chat
+chunk (parsed modes), ends with an in-stream error event, never a hang; what broke it never goes out.
 """
 
 from __future__ import annotations
@@ -81,27 +81,35 @@ class StreamRelay:
         n = ex.body.get("n")
         self.n = n if isinstance(n, int) and n > 1 else 1
         self.first_chunk_at: float | None = None
-        self.tail = b""  # the last bytes passed through (usage is read from them at the end)
+        self.tail = b""  # the last bytes received (the model and usage are read from them at the end)
         self.strip_usage = ex.notes.usage_added  # the proxy asked for usage the client did not want
 
     # ------------------------------------------------------------------ pass-through
 
     async def passthrough(self, response: httpx.Response) -> AsyncIterator[bytes]:
-        """Bytes as they arrive; an error event if the upstream stops before [DONE]."""
+        """Whole events as they complete, each as it came; an error event if the upstream sends an
+        event that is neither JSON nor [DONE] (it and the rest never go out) or stops before [DONE]."""
         try:
-            stripper = sse.UsageStripper() if self.strip_usage else None
+            guard = sse.PassGuard(self.strip_usage)
             async for chunk in response.aiter_bytes():
                 if self.first_chunk_at is None:
                     self.first_chunk_at = time.perf_counter()
                 self.tail = (self.tail + chunk)[-2048:]
-                chunk = stripper.feed(chunk) if stripper else chunk
-                if chunk:
-                    yield chunk
-            if stripper and stripper.rest():
-                yield stripper.rest()
+                out = guard.feed(chunk)
+                if guard.problem:
+                    yield b"".join([out, *self._broken(guard.problem)])
+                    return
+                if out:
+                    yield out
             if b"[DONE]" not in self.tail[-32:]:
                 self.outcome = "cut"
                 yield sse.error_event("The upstream ended the stream before it was complete.", "upstream_stream_cut")
+                return
+            out = guard.rest()
+            if guard.problem:
+                yield b"".join(self._broken(guard.problem))
+            elif out:
+                yield out
         except Exception as exc:
             yield self._cut(exc)
         finally:
@@ -185,6 +193,7 @@ class StreamRelay:
         async for chunk in response.aiter_bytes():
             if self.first_chunk_at is None:
                 self.first_chunk_at = time.perf_counter()
+            self.tail = (self.tail + chunk)[-2048:]  # the answering model and usage are read from it at the end
             for event in splitter.feed(chunk):
                 if event.is_done:
                     for out in await self._validate_pending(final=True):

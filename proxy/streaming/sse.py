@@ -6,6 +6,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Collection
 
+try:  # a quarter of json.loads' time per chunk; chromadb depends on it, json.loads stands in without it
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover
+    _fast_loads = json.loads
+
 DONE = b"data: [DONE]\n\n"
 
 
@@ -92,41 +97,80 @@ def chunk_problem(obj: Any) -> str | None:
     return None
 
 
-class UsageStripper:
-    """Pass-through bytes minus the usage-only chunk (`"choices": []` with `usage`), for a stream
-    whose usage the proxy asked for and the client did not. Whole events go out as soon as they are
-    complete; only an event still arriving is held."""
+class PassGuard:
+    """Pass-through bytes, checked event by event without being re-encoded. Whole events go out as
+    soon as they are complete, each as it came (only an event still arriving is held); an event whose
+    data is neither JSON nor [DONE] stops the stream: `problem` says why, and nothing from it on goes
+    out. With `strip_usage`, the usage-only chunk (`"choices": []` with `usage`), which the proxy
+    asked for and the client did not, is left out."""
 
-    def __init__(self) -> None:
+    def __init__(self, strip_usage: bool = False) -> None:
+        self.strip_usage = strip_usage
+        self.problem: str | None = None
         self._buf = b""
 
     def feed(self, chunk: bytes) -> bytes:
-        buf = self._buf + chunk
+        buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
+        if buf.endswith(b"\n\n"):  # the usual read: whole events
+            self._buf = b""
+            return self._checked(buf)
         end = buf.rfind(b"\n\n")
         if end < 0:
             self._buf = buf
             return b""
         whole, self._buf = buf[: end + 2], buf[end + 2 :]
-        if b'"usage"' not in whole:  # no usage chunk among them: out unparsed (this runs on every chunk)
-            return whole
-        # Only an event naming "usage" is parsed; the rest go out as they came.
-        events = [raw + b"\n\n" for raw in whole[:-2].split(b"\n\n")]
-        return b"".join(raw for raw in events if b'"usage"' not in raw or not _usage_only_raw(raw))
+        return self._checked(whole)
 
     def rest(self) -> bytes:
-        """What is left when the stream ends (an unterminated last event), as it came."""
-        return self._buf
+        """What is left when the stream ended (an unterminated last event), checked, as it came."""
+        rest, self._buf = self._buf, b""
+        return rest if rest and self._checked(rest + b"\n\n") else b""
 
+    def _checked(self, whole: bytes) -> bytes:
+        """Whole events (ending in a blank line): all of them as they are, or those before the
+        first bad one, without the usage-only chunk when it is stripped."""
+        if whole.startswith(b"data:") and whole.count(b"\n") == 2:  # the usual read: one event, one data line
+            try:
+                _fast_loads(whole[5:-2])
+            except ValueError:
+                return whole if self._keep_data(whole[5:-2]) else b""
+            return whole if not self.strip_usage or b'"usage"' not in whole or self._keep_data(whole[5:-2]) else b""
+        events = whole.split(b"\n\n")
+        out: list[bytes] | None = None  # None while every event so far goes out
+        for n, raw in enumerate(events[:-1]):  # the last piece is the b"" after the final blank line
+            keep = self._keep(raw)
+            if keep and out is not None:
+                out.append(raw + b"\n\n")
+            elif not keep and out is None:
+                out = [raw + b"\n\n" for raw in events[:n]]
+            if self.problem:
+                break
+        return whole if out is None else b"".join(out)
 
-def _usage_only_raw(raw: bytes) -> bool:
-    event = next(iter(EventSplitter().feed(raw)), None)
-    return event is not None and _usage_only(event)
+    def _keep(self, raw: bytes) -> bool:
+        if raw.startswith(b"data:") and b"\n" not in raw:  # one data line
+            return self._keep_data(raw[5:])
+        lines = [line[5:] for line in raw.split(b"\n") if line.startswith(b"data:")]
+        if not lines:
+            return True  # a comment, a keep-alive, an event or id line alone
+        return self._keep_data(b"\n".join(line[1:] if line.startswith(b" ") else line for line in lines))
 
-
-def _usage_only(event: Event) -> bool:
-    if b'"usage"' not in event.raw:
-        return False
-    obj = event.json()
-    return isinstance(obj, dict) and obj.get("choices") == [] and isinstance(obj.get("usage"), dict)
+    def _keep_data(self, data: bytes) -> bool:
+        """Whether an event with this data goes out: JSON or [DONE] does (but the usage-only chunk
+        when it is stripped); anything else is the stream's `problem`."""
+        try:
+            obj = _fast_loads(data)
+        except ValueError:
+            data = data.strip()
+            if not data or data == b"[DONE]":
+                return True
+            text = data.decode("utf-8", "replace")  # as the parsed modes read it (EventSplitter)
+            try:
+                obj = json.loads(text)  # what orjson refuses and json reads: a lone surrogate's escape, bad UTF-8
+            except ValueError:
+                self.problem = f"an event's data is not valid JSON: {text[:120]!r}"
+                return False
+        return not (self.strip_usage and type(obj) is dict and obj.get("choices") == []
+                    and isinstance(obj.get("usage"), dict))
