@@ -34,6 +34,7 @@ from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
 from .models import uses_litellm
 from .proxy_tools import ProxyToolRounds
+from .streaming.sse import PassGuard
 from .typed_streams import gated_stream
 from .upstream.client import AnthropicUpstream, completion_json
 from .upstream.paths import relay_path
@@ -158,10 +159,21 @@ class MessagesHandler(ChatHandler):
         watch = MessageStreamWatch()
 
         async def relay() -> AsyncIterator[bytes]:
+            guard = PassGuard()  # an event that is not JSON ends the stream with an error event
             try:
                 async for chunk in response.aiter_bytes():
                     watch.feed(chunk)
-                    yield chunk
+                    out = guard.feed(chunk)
+                    if guard.problem:
+                        call.finish(response.status_code, error="upstream_invalid_stream")
+                        yield out + MessagesDialect().error_event(
+                            f"The upstream sent a stream ctxwarden cannot read: {guard.problem}", "upstream_invalid_stream")
+                        return
+                    if out:
+                        yield out
+                rest = guard.rest()
+                if rest and not guard.problem:
+                    yield rest
                 call.finish(response.status_code, watch.usage(), watch.model(),
                             error=None if watch.ended else "upstream_stream_cut")
             finally:

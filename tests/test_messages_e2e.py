@@ -210,3 +210,13 @@ def test_translated_with_a_provider_prefixed_model_goes_through_litellm(fake, st
                                                messages=[{"role": "user", "content": "Say hello in French"}])
     assert answer.content[0].text == "Bonjour!" and answer.usage.output_tokens == 3
     assert provider.called and fake.received == []
+
+
+def test_a_garbled_upstream_event_ends_a_passthrough_stream_with_an_error_event(fake, start_proxy):
+    proxy = start_proxy(native(fake))
+    fake.script.append({"content": "Hello there, how are you today?", "garble_after": 4})
+    with httpx.stream("POST", f"{proxy.url}/v1/messages", json={**ASK, "stream": True}) as r:
+        body = r.read().decode()
+    assert "data: {this is not json" not in body and "message_stop" not in body
+    lines = body.rstrip().splitlines()
+    assert lines[-2] == "event: error" and json.loads(lines[-1][5:])["error"]["type"] == "api_error"

@@ -207,3 +207,15 @@ def test_langchain_with_the_responses_api_goes_through_the_policies(fake, start_
     call = next(i for i in items if i.get("type") == "function_call")
     output = next(i for i in items if i.get("type") == "function_call_output")
     assert call["call_id"] == output["call_id"] and output["output"] == "3 records processed."
+
+
+def test_a_garbled_upstream_event_ends_a_passthrough_stream_with_an_error_event(fake, start_proxy):
+    import httpx
+
+    proxy = start_proxy({"policies": policies_off()})
+    fake.script.append({"content": "Hello there, how are you today?", "garble_after": 4})
+    with httpx.stream("POST", f"{proxy.url}/v1/responses", json={"model": "gpt-4o", "input": "Hi", "stream": True}) as r:
+        body = r.read().decode()
+    assert "data: {this is not json" not in body and "response.completed" not in body
+    last = json.loads([line for line in body.splitlines() if line.startswith("data:")][-1][5:])
+    assert last["type"] == "error" and last["code"] == "upstream_invalid_stream"
