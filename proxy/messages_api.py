@@ -34,8 +34,7 @@ from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
 from .models import uses_litellm
 from .proxy_tools import ProxyToolRounds
-from .streaming.sse import PassGuard
-from .typed_streams import gated_stream
+from .typed_streams import checked_bytes, gated_stream
 from .upstream.client import AnthropicUpstream, completion_json
 from .upstream.paths import relay_path
 from .validation import parse_json_body
@@ -159,21 +158,9 @@ class MessagesHandler(ChatHandler):
         watch = MessageStreamWatch()
 
         async def relay() -> AsyncIterator[bytes]:
-            guard = PassGuard()  # an event that is not JSON ends the stream with an error event
             try:
-                async for chunk in response.aiter_bytes():
-                    watch.feed(chunk)
-                    out = guard.feed(chunk)
-                    if guard.problem:
-                        call.finish(response.status_code, error="upstream_invalid_stream")
-                        yield out + MessagesDialect().error_event(
-                            f"The upstream sent a stream ctxwarden cannot read: {guard.problem}", "upstream_invalid_stream")
-                        return
-                    if out:
-                        yield out
-                rest = guard.rest()
-                if rest and not guard.problem:
-                    yield rest
+                async for out in checked_bytes(response, call, MessagesDialect(), watch.feed):
+                    yield out
                 call.finish(response.status_code, watch.usage(), watch.model(),
                             error=None if watch.ended else "upstream_stream_cut")
             finally:

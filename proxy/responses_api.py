@@ -32,8 +32,7 @@ from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_hea
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, usage_of
 from .proxy_tools import ProxyToolRounds
-from .streaming.sse import PassGuard
-from .typed_streams import gated_stream
+from .typed_streams import checked_bytes, gated_stream
 from .upstream.client import completion_json
 from .wire.responses import (
     UNCHANGED,
@@ -137,21 +136,9 @@ class ResponsesHandler(ChatHandler):
 
         async def relay() -> AsyncIterator[bytes]:
             outcome = "cut"
-            guard = PassGuard()  # an event that is not JSON ends the stream with an error event
             try:
-                async for chunk in response.aiter_bytes():
-                    tail.feed(chunk)
-                    out = guard.feed(chunk)
-                    if guard.problem:
-                        call.finish(response.status_code, error="upstream_invalid_stream")
-                        yield out + ResponsesDialect().error_event(
-                            f"The upstream sent a stream ctxwarden cannot read: {guard.problem}", "upstream_invalid_stream")
-                        return
-                    if out:
-                        yield out
-                rest = guard.rest()
-                if rest and not guard.problem:
-                    yield rest
+                async for out in checked_bytes(response, call, ResponsesDialect(), tail.feed):
+                    yield out
                 done = tail.completed()
                 outcome = "ok" if done is not None else "cut"
                 call.finish(response.status_code, chat_usage((done or {}).get("usage")), (done or {}).get("model"),

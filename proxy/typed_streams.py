@@ -7,7 +7,7 @@ contradicted sentence never reaches the client (action `proxy.stream_gated`, out
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import httpx
 from starlette.responses import StreamingResponse
@@ -18,6 +18,7 @@ from .chat import relay_headers
 from .genai import UpstreamCall
 from .pipeline import Pipeline
 from .streaming.gate import TextGate
+from .streaming.sse import PassGuard
 from .streaming.typed import Dialect, TypedRelay
 
 
@@ -39,3 +40,23 @@ def gated_stream(pipeline: Pipeline, ex: Exchange, response: httpx.Response, cal
     headers = relay_headers(response)
     headers["cache-control"] = "no-cache"
     return StreamingResponse(body(), status_code=response.status_code, headers=headers, media_type="text/event-stream")
+
+
+async def checked_bytes(response: httpx.Response, call: UpstreamCall, dialect: Dialect,
+                        watch: Callable[[bytes], None]) -> AsyncIterator[bytes]:
+    """A pass-through stream's bytes as they arrive (each chunk shown to `watch` first, for usage),
+    whole events only; an event that is not JSON ends it with the API's error event instead."""
+    guard = PassGuard()
+    async for chunk in response.aiter_bytes():
+        watch(chunk)
+        out = guard.feed(chunk)
+        if guard.problem:
+            call.finish(response.status_code, error="upstream_invalid_stream")
+            yield out + dialect.error_event(f"The upstream sent a stream ctxwarden cannot read: {guard.problem}",
+                                            "upstream_invalid_stream")
+            return
+        if out:
+            yield out
+    rest = guard.rest()
+    if rest and not guard.problem:
+        yield rest
