@@ -116,10 +116,14 @@ def test_kill_dash_nine_never_loses_or_halves_an_acknowledged_document(tmp_path)
             proc.kill()
             proc.wait()
             break
-        time.sleep(rng.uniform(0.2, 2.5))  # a write takes ~0.7 s: kills land in every phase
+        first_ack: list[str] = []
+        if kill % 2:  # every other writer is let finish one write first: a slow machine still tests kills
+            first_ack.append(proc.stdout.readline())  # after an ack, not only before the first one
+        time.sleep(rng.uniform(0.2, 2.5))  # a write takes ~0.7 s here: kills land in every phase
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        acks = [int(line.split()[1]) for line in out.splitlines() if line.startswith("ack ")]
+        lines = first_ack + out.splitlines()
+        acks = [int(line.split()[1]) for line in lines if line.startswith("ack ")]
         total_acks += len(acks)
         if acks:
             acked, unacked = acks[-1], set()
@@ -127,7 +131,7 @@ def test_kill_dash_nine_never_loses_or_halves_an_acknowledged_document(tmp_path)
         unacked.add(in_flight)
         next_version = in_flight + 1  # versions are never reused: what a reader sees names its writer
     assert total_acks >= 4, "the writers never got far enough to test anything"
-    assert time.monotonic() - started < 100
+    assert time.monotonic() - started < 300  # a hang, not a slow machine
 
 
 def check_state(state: dict, acked: int | None, unacked: set[int], kill: int) -> None:
