@@ -184,3 +184,17 @@ def test_dates_and_counts():
     assert abs(_value(para)[0] - 4529) / 4529 < 0.06
     year = qty.Slot(0, 4, "year", "1991", year=1991)
     assert qty.paraphrase(year, random.Random(0)) in ("the early 1990s", "the 20th century")
+
+
+def test_an_export_folder_names_its_outputs_as_checker_nli_reads_them(tmp_path):
+    """export.py's folder is what `checker: nli` loads: the trained order (supported,
+    contradicted, not_covered) must reach the checker as entailment, contradiction, neutral."""
+    import export
+
+    from ctxwarden.policies.poisoning.checkers.nli import model_labels
+
+    for trained in (["supported", "contradicted", "not_covered"], ["contradicted", "not_covered", "supported"]):
+        (tmp_path / "labels.json").write_text(json.dumps(trained))
+        export.nli_config(tmp_path)
+        got = model_labels(tmp_path, ["not", "these"])
+        assert got == [export.NLI_NAMES[label] for label in trained]

@@ -183,19 +183,51 @@ def overlap_score(item: Item) -> float:
     return sum(w not in passage for w in words) / len(words)
 
 
-class RuleScorer:
-    """The local checker as bench/poisoning.py runs it (retrieval from a KB of the set's passages)."""
+class KBScorers:
+    """Checkers as the policy runs them, called as bench/poisoning.py calls the rules: every passage
+    of the set in one KB, retrieve(answer, kb, question) for the top-4 evidence, one score per answer.
 
-    def __init__(self) -> None:
+    - rules: the local checker's surest contradiction's confidence (0 when none);
+    - nli (--nli DIR): a model folder as `checker: nli` loads it (export.py writes one), on the same
+      claims and evidence: per claim, P(contradiction) of the evidence it is surest about (what its
+      verdict reads: contradicted when >= 0.5 and above P(entailment)), the answer's score the
+      highest over its claims;
+    - rules + nli: the higher of the two (a union: flagged when either flags).
+    """
+
+    def __init__(self, nli: Path | None) -> None:
         sys.path.insert(0, str(ROOT / "bench"))
         logging.getLogger("bm25s").setLevel(logging.WARNING)
         from ctxwarden.policies.poisoning.checkers.local import LocalChecker
         from ctxwarden.proxy.embeddings import WordLlamaEmbedder
 
         self.embedder = WordLlamaEmbedder()
-        self.checker = LocalChecker()
+        self.rules = LocalChecker()
+        self.nli = None
+        if nli:
+            from ctxwarden.policies.poisoning.checkers.nli import NLIChecker
+            from ctxwarden.policies.poisoning.config import NLIConfig
 
-    def score(self, s: EvalSet) -> list[float]:
+            self.nli = NLIChecker(NLIConfig(model_path=str(nli)))
+
+    def nli_score(self, claims) -> float:
+        from ctxwarden.policies.poisoning.checkers.nli import CONTRADICTION, ENTAILMENT, hypothesis
+
+        todo = [c for c in claims if c.evidence]
+        pairs = [(ev.window or ev.sentence, hypothesis(c)) for c in todo for ev in c.evidence]
+        if not pairs:
+            return 0.0
+        probs = self.nli.model.probabilities(pairs)
+        con, ent = self.nli._column[CONTRADICTION], self.nli._column[ENTAILMENT]
+        best, row = 0.0, 0
+        for c in todo:
+            block = probs[row:row + len(c.evidence)]
+            row += len(c.evidence)
+            pick = int(np.argmax(np.maximum(block[:, con], block[:, ent])))
+            best = max(best, float(block[pick, con]))
+        return best
+
+    def score(self, s: EvalSet) -> dict[str, list[float]]:
         import poisoning  # bench/poisoning.py: make_kb and judge, the bench's own calls
 
         from ctxwarden.policies.poisoning.kb import Document
@@ -204,9 +236,19 @@ class RuleScorer:
         if s.distractors:
             tools = json.loads((BENCH_DATA / "metatool" / "tools.json").read_text())
             docs += [Document(f"tool-{n}", f"{name}: {text}", {}) for n, (name, text) in enumerate(tools.items())]
+        out: dict[str, list[float]] = {"rules (local checker)": []}
+        if self.nli:
+            out.update({"nli model (via the KB)": [], "rules + nli model": []})
         with tempfile.TemporaryDirectory() as tmp:
             kb = poisoning.make_kb(self.embedder, docs, tmp)
-            return [poisoning.judge(kb, self.checker, item.question, item.answer)[0] for item in s.items]
+            for item in s.items:
+                rule, _, claims = poisoning.judge(kb, self.rules, item.question, item.answer)
+                out["rules (local checker)"].append(rule)
+                if self.nli:
+                    nli = self.nli_score(claims)
+                    out["nli model (via the KB)"].append(nli)
+                    out["rules + nli model"].append(max(rule, nli))
+        return out
 
 
 class OnnxScorer:
@@ -216,9 +258,7 @@ class OnnxScorer:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        model = model_dir / "model.int8.onnx"
-        if not model.exists():
-            model = model_dir / "model.onnx"
+        model = model_dir / "model.onnx"  # the int8 model (export.py); model.fp32.onnx beside it
         self.name = f"model ({model.name})"
         self.session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
@@ -248,19 +288,19 @@ class OnnxScorer:
 # ---- the table ---------------------------------------------------------------------------------
 
 
-def evaluate(sets: list[EvalSet], rules: bool, model: Path | None) -> list[dict]:
+def evaluate(sets: list[EvalSet], rules: bool, model: Path | None, nli: Path | None = None) -> list[dict]:
     results = []
-    rule_scorer = RuleScorer() if rules else None
+    kb_scorers = KBScorers(nli) if rules or nli else None
     model_scorer = OnnxScorer(model) if model else None
     for s in sets:
         scorers: list[tuple[str, list[float]]] = [
             ("length", [length_score(i) for i in s.items]),
             ("word overlap", [overlap_score(i) for i in s.items]),
         ]
-        if rule_scorer:
+        if kb_scorers:
             started = time.perf_counter()
-            scorers.append(("rules (local checker)", rule_scorer.score(s)))
-            print(f"  [{s.name}: rules took {time.perf_counter() - started:.0f} s]", file=sys.stderr)
+            scorers += list(kb_scorers.score(s).items())
+            print(f"  [{s.name}: checkers via the KB took {time.perf_counter() - started:.0f} s]", file=sys.stderr)
         if model_scorer:
             scorers.append((model_scorer.name, model_scorer.score(s)))
         for name, scores in scorers:
@@ -268,7 +308,7 @@ def evaluate(sets: list[EvalSet], rules: bool, model: Path | None) -> list[dict]
             pos = [x for x, i in zip(scores, s.items) if i.wrong]
             row = {"set": s.name, "right": len(neg), "wrong": len(pos), "scorer": name,
                    "auc": auc(neg, pos), "det5": detection_at_fp(neg, pos)}
-            if name.startswith("rules"):
+            if name.startswith(("rules", "nli")):
                 row["blocked"] = float(np.mean([p >= 0.8 for p in pos]))
                 row["blocked_right"] = float(np.mean([n >= 0.8 for n in neg]))
                 row["flagged"] = float(np.mean([p >= 0.5 for p in pos]))
@@ -278,7 +318,7 @@ def evaluate(sets: list[EvalSet], rules: bool, model: Path | None) -> list[dict]
 
 
 def table(results: list[dict]) -> str:
-    lines = [f"{'set':44} {'right/wrong':>11}  {'scorer':24} {'AUC':>6} {'det@5%FP':>9}  policy defaults (rules)",
+    lines = [f"{'set':44} {'right/wrong':>11}  {'scorer':24} {'AUC':>6} {'det@5%FP':>9}  policy defaults (checkers)",
              "-" * 128]
     last = None
     for r in results:
@@ -295,8 +335,10 @@ def table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, help="a folder from export.py (model[.int8].onnx, tokenizer.json, labels.json)")
+    parser.add_argument("--model", type=Path, help="a folder from export.py (model.onnx, tokenizer.json, labels.json)")
     parser.add_argument("--skip-rules", action="store_true", help="only length and word overlap")
+    parser.add_argument("--nli", type=Path, metavar="DIR",
+                        help="also a model folder as `checker: nli` runs it, via the KB, alone and with the rules")
     parser.add_argument("--sets", default="halueval,swaps,natural,pairs",
                         help="comma-separated: halueval, swaps, natural (dev and held-out), pairs")
     parser.add_argument("--swap-rows", type=int, default=SWAP_ROWS)
@@ -312,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
         sets += [natural_answers("dev"), natural_answers("held-out")]
     if "pairs" in wanted:
         sets.append(natural_pairs())
-    results = evaluate(sets, rules=not args.skip_rules, model=args.model)
+    results = evaluate(sets, rules=not args.skip_rules, model=args.model, nli=args.nli)
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -53,7 +53,7 @@ print(max(score, key=score.get))")
 echo "6-layer design kept: $six"
 pack=()
 for name in "$six" c; do
-    pack+=("onnx-$name/model.int8.onnx" "onnx-$name/tokenizer.json" "onnx-$name/labels.json" "onnx-$name/export.json"
+    pack+=("onnx-$name/model.onnx" "onnx-$name/config.json" "onnx-$name/tokenizer.json" "onnx-$name/labels.json" "onnx-$name/export.json"
            "onnx-$name/train_config.json" "onnx-$name/best.json" "model-$name/metrics.jsonl" "train-$name.log" "export-$name.log")
 done
 for name in a b; do pack+=("model-$name/best.json" "model-$name/metrics.jsonl" "train-$name.log"); done

