@@ -59,6 +59,9 @@ SEED = 20240544
 BUILD = HERE / "build"
 LABELS = ("supported", "contradicted", "not_covered")
 SHARES = {"supported": 0.4, "contradicted": 0.4, "not_covered": 0.2}
+# windows are what the policy reads, four per claim: most say nothing about the claim, and a model
+# that calls one of those a contradiction blocks a right answer
+TASK_SHARES = {"window": {"supported": 0.3, "contradicted": 0.3, "not_covered": 0.4}}
 CLASH_FILES = ("clash_pairs.jsonl", "clash_natural.jsonl")
 CLASH_SPLIT = "dev"  # the only clash split that may be trained on
 MARKERS = ["", "", "", "Actually, ", "Update: ", "Also, ", "Just so you know, ", "To be clear, ", "Correction: ",
@@ -436,6 +439,12 @@ class Builder:
         sents = self.sents[idx]
         drop = [i for i, s in enumerate(sents) if contains_words(s, a)]
         if drop and kind != "yesno":
+            judged = [(f"{q} {a}", "supported", "qa_right_short"), (right_sentence, "supported", "qa_right_sentence")]
+            if wrong:
+                judged.append((f"{q} {wrong[0]}", "contradicted", f"qa_swap_short_{wrong[1]}"))
+            if not halu_is_noisy(h, a):
+                judged.append((h, "contradicted", "qa_halu_sentence"))
+            self.windowed(idx, drop, judged, rng, src, split)
             uncovered = without(sents, drop, self.fillers(idx, rng), rng)
             if uncovered and not contains_words(uncovered, a):
                 add(uncovered, f"{q} {a}", "not_covered", "qa_uncovered_short")
@@ -505,6 +514,28 @@ class Builder:
         rng.shuffle(order)
         return order[:k]
 
+    def windowed(self, idx: int, at: list[int], judged: list[tuple[str, str, str]], rng: random.Random,
+                 src: str, split: str) -> None:
+        """The same claims against what the policy reads: a retrieved window (the sentence that
+        decides with its neighbours) keeps the label; a window of the same passage away from every
+        sentence in `at` (same subject, other facts) or of another row covers nothing: not_covered.
+        Without these, one window misread out of the four retrieved per claim decides the verdict."""
+        sents = self.sents[idx]
+        i = at[0]
+        window = " ".join(sents[max(0, i - 1):i + 2])
+        away = [j for j in range(len(sents)) if all(abs(j - k) >= 2 for k in at)]
+        for claim, label, kind in judged:
+            self.add(window, claim, label, src, f"win_{kind}", "window", split)
+            if away and rng.random() < 0.7:
+                j = away[rng.randrange(len(away))]
+                premise = " ".join(sents[max(0, j - 1):j + 2])
+                if not any(abs(j2 - k) < 1 for j2 in range(max(0, j - 1), j + 2) for k in at):
+                    self.add(premise, claim, "not_covered", src, "win_away_same_passage", "window", split)
+            else:
+                filler = " ".join(self.fillers(idx, rng, 3))
+                if filler:
+                    self.add(filler, claim, "not_covered", src, "win_other_row", "window", split)
+
     def passage(self, idx: int, row: dict) -> None:
         rng = self.rng("passage", idx)
         src, split = f"halueval_passage:{idx}", self.split_of(idx)
@@ -512,8 +543,15 @@ class Builder:
         if len(sents) < 2:
             return
         passage = " ".join(sents)
-        add = lambda p, c, lab, k: self.add(p, c, lab, src, k, "passage", split)  # noqa: E731
+        judged: list[tuple[str, str, str]] = []  # (claim, label, kind) against the whole passage, for windows
+
+        def add(p: str, c: str, lab: str, k: str) -> None:
+            self.add(p, c, lab, src, k, "passage", split)
+            if p == passage and lab != "not_covered":
+                judged.append((c, lab, k))
+
         for i in self.chosen_sentences(idx, rng, 3):
+            judged.clear()
             s = sents[i]
             para = self.paraphrased(s, rng)
             if para:
@@ -548,6 +586,9 @@ class Builder:
                 uncovered = without(sents, [i], self.fillers(idx, rng), rng)
                 if uncovered:
                     add(uncovered, claim, "not_covered", "sent_uncovered")
+            if not red and para:
+                judged.append((s, "supported", "sent_verbatim"))
+            self.windowed(idx, [i], judged, rng, src, split)
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -742,11 +783,12 @@ def balance(pairs: list[dict], seed: int, shares: dict[str, float] | None = None
         bins[key(p)][p["label"]].append(p)
     for key in sorted(bins, key=repr):
         by_label = bins[key]
-        k = min(len(by_label[lab]) / shares[lab] for lab in shares)
-        for lab in shares:
+        share = TASK_SHARES.get(key[0], shares) if isinstance(key, tuple) and key else shares
+        k = min(len(by_label[lab]) / share[lab] for lab in share)
+        for lab in share:
             members = by_label[lab]
             rng.shuffle(members)
-            kept += members[:int(k * shares[lab] + 1e-9)]
+            kept += members[:int(k * share[lab] + 1e-9)]
     return kept
 
 
