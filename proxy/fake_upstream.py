@@ -230,7 +230,9 @@ class FakeUpstream:
         if content is None and not entry.get("tool_calls"):
             last = next((m for m in reversed(body.get("messages") or []) if m.get("role") == "user"), {})
             said = last.get("content")
-            said = said if isinstance(said, str) else "\n".join(b.get("text", "") for b in said or [] if b.get("type") == "text")
+            said_blocks = said if isinstance(said, list) else []
+            said = said if isinstance(said, str) else "\n".join(str(b.get("text", "")) for b in said_blocks
+                                                                if isinstance(b, dict) and b.get("type") == "text")
             content = f"You said: {said}"
         blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content is not None else []
         blocks += [{"type": "tool_use", "id": c.get("id", f"toolu_{n}_{i}"), "name": c["name"],
@@ -310,7 +312,8 @@ def _last_user_input(value: Any) -> str:
             content = item.get("content")
             if isinstance(content, str):
                 return content
-            return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict) and "text" in p)
+            parts = content if isinstance(content, list) else []
+            return "\n".join(str(p["text"]) for p in parts if isinstance(p, dict) and "text" in p)
     return ""
 
 

@@ -10,6 +10,7 @@ only when the raw bytes hold a `\\uD800`–`\\uDFFF` style escape.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from typing import Any
@@ -29,7 +30,16 @@ def _no_constant(name: str) -> Any:
     raise invalid(f"The request body is not valid JSON: {name} is not a JSON value.")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+def _finite(text: str) -> float:
+    """A number; one past a double's range (1e999), which Python would read as infinity, is refused:
+    re-encoded it would go upstream as `Infinity`, which is no JSON."""
+    value = float(text)
+    if math.isinf(value):
+        raise invalid(f"The request body has a number out of range: {text[:40]}.")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
 def parse_json_body(raw: bytes) -> dict[str, Any]:

@@ -124,6 +124,8 @@ def _parse_user(turn: int, content: str | list[Any], add: Any) -> None:
         if not isinstance(block, dict):
             raise AnthropicWireError(f"messages[{turn}].content holds a non-object block")
         if block.get("type") == "tool_result":
+            if not isinstance(block.get("tool_use_id"), str):
+                raise AnthropicWireError(f"messages[{turn}]: a tool_result needs a string `tool_use_id`")
             tool = {"role": "tool", "tool_call_id": block.get("tool_use_id", ""), "content": tool_result_text(block)}
             add(turn, tool, [block])
         else:
@@ -148,6 +150,8 @@ def _parse_assistant(turn: int, content: str | list[Any], add: Any) -> None:
         if kind == "text":
             texts.append(str(block.get("text", "")))
         elif kind == "tool_use":
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+                raise AnthropicWireError(f"messages[{turn}]: a tool_use block needs a string `id` and `name`")
             calls.append(tool_call_of(block))
         elif kind in THINKING_TYPES:
             thinking.append(block)
@@ -176,6 +180,8 @@ def tool_result_text(block: Block) -> str:
         return ""
     if isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        raise AnthropicWireError("a tool_result's content must be a string or a list of blocks")
     return "\n".join(str(b.get("text", "")) if b.get("type") == "text" else f"[{b.get('type')}]" for b in content if isinstance(b, dict))
 
 
@@ -187,6 +193,8 @@ def _user_part(block: Any) -> Any:
     if not isinstance(block, dict):
         raise AnthropicWireError("a content block must be an object")
     kind = block.get("type")
+    if not isinstance(kind, str) or kind in ("", "input_audio", "audio", "file", "input_image", "refusal"):
+        raise AnthropicWireError(f"a content block of type {kind!r} is not a Messages API block")  # render has no form for it
     if kind == "text":
         return {"type": "text", "text": block.get("text", "")}
     if kind == "image":

@@ -29,7 +29,9 @@ def parse_tools(tools: Any) -> tuple[list[Message], list[Block], list[Block]]:
         if not isinstance(tool, dict):
             raise AnthropicWireError("each entry of `tools` must be an object")
         if "input_schema" in tool and tool.get("type") in (None, "custom"):
-            function: Message = {"name": tool.get("name", "")}
+            if not isinstance(tool.get("name"), str):
+                raise AnthropicWireError("a custom tool needs a string `name`")
+            function: Message = {"name": tool["name"]}
             if "description" in tool:
                 function["description"] = tool["description"]
             function["parameters"] = tool["input_schema"]

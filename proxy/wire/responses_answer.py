@@ -32,10 +32,11 @@ def without_tools(response: Response, names: set[str] | frozenset[str]) -> Respo
     """`response` whose `tools` echo no longer lists the named function tools (the proxy's own,
     which the client never sent and never sees called); `response` itself when none is there."""
     tools = response.get("tools")
-    if not isinstance(tools, list) or not any(isinstance(t, dict) and t.get("name") in names for t in tools):
+    if not isinstance(tools, list) or not any(isinstance(t, dict) and isinstance(t.get("name"), str) and t["name"] in names
+                                              for t in tools):
         return response
     return {**response, "tools": [t for t in tools if not (isinstance(t, dict) and t.get("type") == "function"
-                                                           and t.get("name") in names)]}
+                                                           and isinstance(t.get("name"), str) and t["name"] in names)]}
 
 
 def replace_answer(response: Response, text: str) -> Response:

@@ -104,7 +104,8 @@ def part_origins(parsed: ParsedRequest) -> dict[tuple[bool, str], Any]:
 def item_kind(item: Item) -> str:
     """message | function_call | function_call_output | rider (anything chat has no form for)."""
     kind = item.get("type")
-    if kind in (None, "message") and item.get("role") in MESSAGE_ROLES and "content" in item:
+    role = item.get("role")
+    if kind in (None, "message") and isinstance(role, str) and role in MESSAGE_ROLES and "content" in item:
         return "message"
     if kind == "function_call" and isinstance(item.get("call_id"), str):
         return "function_call"
@@ -125,6 +126,8 @@ def _parse_items(parsed: ParsedRequest) -> None:
             pending.append(i)
             continue
         if kind == "function_call":
+            if not isinstance(item.get("name"), str) or not isinstance(item.get("arguments"), str):
+                raise InvalidRequest(f"input[{i}]: a function_call needs a string `name` and `arguments`", f"input[{i}]")
             parsed.calls[item["call_id"]] = item
             call = {"id": item["call_id"], "type": "function",
                     "function": {"name": item.get("name"), "arguments": item.get("arguments")}}
