@@ -1,11 +1,13 @@
 """Bounded memory: the one size-limited (and optionally time-limited) cache every policy uses,
-and the stable hash that names cache entries and stored ids."""
+the memo for pure functions (`cache_short`), both bounded by bytes, and the stable hash that names
+cache entries and stored ids."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import json
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -86,6 +88,27 @@ class LRU(Generic[K, V]):
             evicted = self._trim()
         self._report(evicted)
 
+    def remeasure(self, key: K) -> None:
+        """`key`'s value changed in place (a session's state after its request): size it again and
+        evict to stay under the bounds (the value itself too, when it alone is bigger than `max_bytes`)."""
+        if self.max_bytes is None or self.sizeof is None:
+            return
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return
+            size = self.sizeof(key, hit[0])
+            self._forget_size(key)
+            self._sizes[key] = size
+            self.bytes += size
+            if size > self.max_bytes:
+                del self._items[key]
+                self._forget_size(key)
+                evicted = [(key, hit[0])]
+            else:
+                evicted = self._trim()
+        self._report(evicted)
+
     def get_or_create(self, key: K, factory: Callable[[], V]) -> V:
         """The value for `key`; a fresh one from `factory()` when absent or expired."""
         value = self.get(key, _MISSING)
@@ -142,21 +165,61 @@ class LRU(Generic[K, V]):
                 self.on_evict(key, value)
 
 
-def cache_short(maxsize: int, max_chars: int) -> Callable[[Callable[..., V]], Callable[..., V]]:
-    """`functools.lru_cache` for the calls whose text arguments add up to at most `max_chars`
-    characters; a longer call (a file written whole as arguments, a base64 blob read as one word)
-    is computed each time and not kept: `maxsize` entries of megabytes each would hold gigabytes."""
+SHORT_CACHE_BYTES = 2 * 2**20  # what one `cache_short` memo holds at most, by default (a dozen of them: ~24 MB)
+
+
+def approx_size(value: Any, depth: int = 2) -> int:
+    """Bytes of a value, roughly: sys.getsizeof, one or two levels into tuples, lists, sets and dicts."""
+    size = sys.getsizeof(value)
+    if depth and isinstance(value, (tuple, list, set, frozenset)):
+        size += sum(approx_size(v, depth - 1) for v in value)
+    elif depth and isinstance(value, dict):
+        size += sum(approx_size(k, depth - 1) + approx_size(v, depth - 1) for k, v in value.items())
+    return size
+
+
+def _entry_size(args: tuple, value: Any) -> int:
+    return 100 + sum(approx_size(a) for a in args) + approx_size(value)
+
+
+def cache_short(maxsize: int, max_chars: int | None = None, *, max_bytes: int = SHORT_CACHE_BYTES,
+                sizeof: Callable[[tuple, Any], int] | None = None) -> Callable[[Callable[..., V]], Callable[..., V]]:
+    """`functools.lru_cache`, bounded by bytes too, for the calls whose text arguments add up to at
+    most `max_chars` characters (None: every call); a longer call (a file written whole as
+    arguments, a base64 blob read as one word) is computed each time and not kept: `maxsize` entries
+    of megabytes each would hold gigabytes.
+
+    The bytes: each entry kept is sized once, when it is computed (`sizeof(args, value)`; default
+    `approx_size` of both), and the sizes are added up; past `max_bytes` the memo is cleared and
+    starts again. It holds at most `max_bytes` (plus one entry) whatever its entries weigh, and a hit
+    costs what lru_cache's does."""
 
     def wrap(fn: Callable[..., V]) -> Callable[..., V]:
-        cached = functools.lru_cache(maxsize=maxsize)(fn)
+        held = [0]  # bytes of the entries kept since the last clear (evicted ones too: an upper bound)
+        measure = sizeof or _entry_size
+
+        def kept(*args: Any, **kwargs: Any) -> V:  # lru_cache calls it on a miss: the entry it keeps
+            value = fn(*args, **kwargs)
+            held[0] += measure((*args, *kwargs.values()), value)
+            return value
+
+        cached = functools.lru_cache(maxsize=maxsize)(kept)
+
+        def clear() -> None:
+            cached.cache_clear()
+            held[0] = 0
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> V:
-            size = sum(len(a) for a in (*args, *kwargs.values()) if isinstance(a, str))
-            return cached(*args, **kwargs) if size <= max_chars else fn(*args, **kwargs)
+            if max_chars is not None and sum(len(a) for a in (*args, *kwargs.values()) if isinstance(a, str)) > max_chars:
+                return fn(*args, **kwargs)
+            if held[0] > max_bytes:
+                clear()
+            return cached(*args, **kwargs)
 
-        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        call.cache_clear = clear  # type: ignore[attr-defined]
         call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+        call.held_bytes = lambda: held[0]  # type: ignore[attr-defined]
         return call
 
     return wrap

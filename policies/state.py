@@ -63,19 +63,33 @@ class LocalVersions:
 
 
 Merge = Callable[[S | None, S, S], S]  # (base, mine, theirs) → the merged state
+SESSION_STATE_BYTES = 8 * 2**20  # one policy's session states, at most (sized by their documents)
 
 
 class SessionLRU(LRU[Hashable, S], Generic[S]):
     """A policy's per-session state, keyed by `Exchange.session_key`, that a shared backend can
     carry between replicas: `encode(state) → JSON-able`, `decode(JSON-able) → state`, and
-    optionally `merge(base, mine, theirs) → state` for concurrent writes (default: theirs wins)."""
+    optionally `merge(base, mine, theirs) → state` for concurrent writes (default: theirs wins).
+
+    Bounded by `max_bytes` too: a state is sized by its document (`state_size`) when it is put and,
+    since policies change their states in place, again when its request ends (`remeasure`, called
+    by the pipeline), so sessions that grow push the least recently used ones out."""
 
     def __init__(self, max_entries: int, ttl_s: float | None, *, encode: Callable[[S], Any],
-                 decode: Callable[[Any], S], merge: Merge[S] | None = None) -> None:
-        super().__init__(max_entries, ttl_s)
+                 decode: Callable[[Any], S], merge: Merge[S] | None = None,
+                 max_bytes: int | None = SESSION_STATE_BYTES) -> None:
         self._encode = encode
         self._decode = decode
         self._merge = merge
+        super().__init__(max_entries, ttl_s, max_bytes=max_bytes, sizeof=self.state_size if max_bytes else None)
+
+    def state_size(self, key: Hashable, state: S) -> int:
+        """About what an entry holds: five times its document's characters (its objects weigh more
+        than their JSON: sets of short keys, ~1.5× this), its key's characters (a session id may be
+        long) and ~500 bytes."""
+        doc = json.dumps(self._encode(state), ensure_ascii=False, separators=(",", ":"), default=str)
+        keys = key if isinstance(key, tuple) else (key,)
+        return 500 + 5 * len(doc) + sum(len(k) for k in keys if isinstance(k, str))
 
     def export(self, key: Hashable) -> str | None:
         """The session's state as a document, or None when there is none."""

@@ -24,13 +24,13 @@ class CachedEmbedder:
     """Wraps an embedding function with an LRU cache keyed by the text's hash.
 
     Vectors are kept as float32 arrays (a 256-d vector: 1 KB, against ~8 KB as a list of Python
-    floats), so the default 20,000 entries stay within a few tens of MB.
+    floats), at most `cache_size` of them and `max_bytes` (~1.2 KB an entry at 256-d: 8 MB holds ~6,500).
     """
 
-    def __init__(self, name: str, dim: int, cache_size: int = 20_000) -> None:
+    def __init__(self, name: str, dim: int, cache_size: int = 20_000, max_bytes: int = 8 * 2**20) -> None:
         self.name = name
         self.dim = dim
-        self._cache: LRU[bytes, np.ndarray] = LRU(cache_size)
+        self._cache: LRU[bytes, np.ndarray] = LRU(cache_size, max_bytes=max_bytes, sizeof=lambda key, v: 150 + len(key) + v.nbytes)
 
     def _embed_uncached(self, texts: list[str]) -> list[list[float]]:
         raise NotImplementedError

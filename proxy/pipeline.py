@@ -122,6 +122,7 @@ class Pipeline:
                 await policy.on_complete(ex, outcome)
             except Exception:
                 log.exception("policy %s failed in on_complete", policy.name)
+        self.sessions.remeasure(ex)  # states changed in place: their byte bounds are kept here
         if self.sessions.active:
             await self.sessions.save(ex)
         self._tell_listeners(ex, outcome)

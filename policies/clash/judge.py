@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import Exchange, Services
-from ..cache import LRU, stable_hash
+from ..cache import LRU, approx_size, stable_hash
 from ..errors import CtxwardenError
 from ..text.statements.model import Sentence, Statement, split_sentences
 from .detect import CLASH_TYPES, DUPLICATE_FACTS, Clash, Located, make_clash, text_keys
@@ -65,7 +65,9 @@ class Judge:
         self.model = model
         self.services = services
         self.timeout_s = timeout_s
-        self._cache: LRU[str, list[dict[str, Any]]] = LRU(cache_size)  # per prompt: a replayed turn costs no call
+        # Per prompt: a replayed turn costs no call. By bytes too: a finding quotes the user's sentences
+        self._cache: LRU[str, list[dict[str, Any]]] = LRU(cache_size, max_bytes=4 * 2**20,
+                                                          sizeof=lambda key, found: 100 + len(key) + approx_size(found, 3))
 
     async def clashes(self, ex: Exchange, texts: Texts, state: SessionState) -> list[Clash]:
         sentences = numbered_sentences(texts)

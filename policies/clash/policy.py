@@ -35,6 +35,7 @@ from ..deadline import Deadline, OverBudget
 from ..messages import Message, with_note
 from ..state import SessionLRU
 from ..text.statements.extract import extract as extract_statements
+from ..text.statements.extract import statements_size
 from ..text.statements.frames import frame_statements
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
@@ -49,7 +50,7 @@ from .state import SessionState, decode, encode, merge_state
 
 log = logging.getLogger("ctxwarden.clash")
 
-STATEMENT_CACHE_BYTES = 32 * 2**20
+STATEMENT_CACHE_BYTES = 8 * 2**20  # statements per text hash (extract() memo aside): fresh text fills it
 INLINE_STATEMENTS = 3  # statements compared on the event loop; more go to a worker thread
 OFFLOAD_CHARS = 300  # uncached user text above this is extracted in a worker thread (~4 µs a char: ≈1 ms)
 
@@ -115,8 +116,9 @@ class ClashPolicy(BasePolicy):
                                                              merge=merge_state)
         self.session_states = self.memory  # carried between replicas by a shared state backend
         self.judge = Judge(config.judge_model, services, config.judge_timeout_s) if config.judge_model else None
-        self._statements: LRU[str, tuple[Statement, ...]] = LRU(  # per text hash; ~1 KB a statement
-            max(1, config.cache_size), max_bytes=STATEMENT_CACHE_BYTES, sizeof=lambda _, found: 200 + 1024 * len(found))
+        self._statements: LRU[str, tuple[Statement, ...]] = LRU(  # per text hash; ~0.8-4.5 KB a statement
+            max(1, config.cache_size), max_bytes=STATEMENT_CACHE_BYTES,
+            sizeof=lambda key, found: 100 + len(key) + statements_size(found))
         self.stats: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ request

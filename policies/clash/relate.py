@@ -25,10 +25,11 @@ run of a step ("retry with 150 euros") is no clash, as in the slot comparison.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
-from typing import Sequence
+from typing import Any, Sequence
 
+from ..cache import cache_short
 from ..text.statements.compare import for_another, same_kind, value_type
+from ..text.statements.extract import statements_size
 from ..text.statements.lexicon import WHICH_OF_SERIES, diet_allows
 from ..text.statements.match import Matcher, two_of_a_series
 from ..text.statements.model import Statement
@@ -41,7 +42,11 @@ def _is_like(st: Statement) -> bool:
     return st.slot.startswith("like.")
 
 
-@lru_cache(maxsize=32768)
+def _words_size(args: tuple[Any, ...], words: frozenset[str]) -> int:
+    return statements_size(args[:1]) + 70 * len(words)  # the statement it keeps alive, and the set
+
+
+@cache_short(maxsize=32768, sizeof=_words_size)
 def object_words(st: Statement) -> frozenset[str]:
     """What is asked for or refused: the clause's content, a named value, an opinion's object."""
     if st.slot == "v.act":
@@ -53,7 +58,7 @@ def object_words(st: Statement) -> frozenset[str]:
     return frozenset()
 
 
-@lru_cache(maxsize=32768)
+@cache_short(maxsize=32768, sizeof=_words_size)
 def content_words(st: Statement) -> frozenset[str]:
     """Everything the statement is about: its subject words and its object."""
     return frozenset(words(st.subject)) | object_words(st)

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
+from ..deadline import Deadline, OverBudget
 from ..messages import Message, system_prefix_length
 from ..text.tokens import REPLY_PRIMING
 from .blocks import BlockCache, SummaryBlock, span_key
@@ -41,6 +42,7 @@ from .timestamps import message_times
 
 log = logging.getLogger("ctxwarden.history")
 WARNED_SESSIONS = 10_000  # sessions whose distraction was logged (least recently used forgotten first)
+TOKEN_CACHE_BYTES = 8 * 2**20  # the token counts of messages seen (see HistoryPolicy._tokens)
 
 
 class HistoryConfig(PolicyConfig):
@@ -60,6 +62,10 @@ class HistoryConfig(PolicyConfig):
     archive_spans: bool = True
     fallback_retry_s: float = Field(300, ge=0)
     cache_blocks: int = Field(20_000, ge=10)
+    # The work of one request (the extractive summaries of a long history replayed: ~0.3 ms a message);
+    # past it the request goes on unchanged, and the blocks made so far are cached for the next try.
+    # Not applied with summarizer_model (its calls have summarizer_timeout_s). None: no limit.
+    budget_ms: float | None = Field(2000, gt=0)
 
     def sizing(self) -> Sizing:
         return Sizing(self.summary_ratio, self.summary_max_tokens, self.digest_ratio, self.digest_max_tokens,
@@ -90,9 +96,13 @@ class HistoryPolicy(BasePolicy):
         self.blocks = BlockCache(config.cache_blocks)
         self.summarizer = Summarizer(services, config.summarizer_model, config.summarizer_timeout_s)
         self.scratchpad = shared_scratchpad(services)
-        self._tokens: LRU[tuple[str, str], int] = LRU(100_000)  # shared by concurrent requests' threads
+        # (model, message key) → tokens, shared by concurrent requests' threads. By bytes: the model is the
+        # client's string (a long one is counted per entry); ~320 bytes an entry besides, 8 MB hold ~25,000
+        self._tokens: LRU[tuple[str, str], int] = LRU(100_000, max_bytes=TOKEN_CACHE_BYTES,
+                                                      sizeof=lambda key, _: 320 + len(key[0]) + len(key[1]))
         self._inflight: dict[str, asyncio.Future] = {}  # block key → the block being made for it
-        self._warned: LRU[tuple[str | None, str], bool] = LRU(WARNED_SESSIONS)  # sessions told of their distraction
+        self._warned: LRU[tuple[str | None, str], bool] = LRU(  # sessions told of their distraction; a session id
+            WARNED_SESSIONS, max_bytes=4 * 2**20, sizeof=lambda key, _: 250 + len(key[1]))  # may be 64 KB long
 
     # ------------------------------------------------------------------ entry
 
@@ -115,7 +125,15 @@ class HistoryPolicy(BasePolicy):
         if layout.frontier == 0:
             return None
         made: list[str] = []
-        frozen = [await self._materialize(ex, body, seg, made) for seg in layout.segments]
+        budget_s = cfg.budget_ms / 1000 if cfg.budget_ms and not cfg.summarizer_model else None
+        deadline = Deadline(None if budget_s is None else budget_s - (time.perf_counter() - started), ex.notes.cancelled)
+        try:
+            frozen = [await self._materialize(ex, body, seg, made, deadline) for seg in layout.segments]
+        except OverBudget as exc:  # invariant 7: forwarded as it came; what was made is cached for the next turn
+            self.record(ex, "skipped_budget", reason=str(exc), budget_ms=cfg.budget_ms, messages=len(body_messages),
+                        new_blocks=len(made))
+            self.services.metrics.add("ctxwarden.history.skipped_budget", 1)
+            return None
         tail = body.messages[body.span(layout.frontier, layout.frontier)[0]:]
         ex.messages = [*ex.messages[:n_sys], *place([*(m for part in frozen for m in part), *tail])]
         self._finish(ex, body, layout, fixed, made, started)
@@ -183,7 +201,8 @@ class HistoryPolicy(BasePolicy):
 
     # ------------------------------------------------------------------ blocks
 
-    async def _materialize(self, ex: Exchange, body: Body, seg: PlannedSegment, made: list[str]) -> list[Item]:
+    async def _materialize(self, ex: Exchange, body: Body, seg: PlannedSegment, made: list[str],
+                           deadline: Deadline) -> list[Item]:
         """A segment's items: its messages (kept), the block's note (placement.py puts it on the
         user's side), or a gap (trimmed)."""
         if seg.kind == "trim":
@@ -193,7 +212,7 @@ class HistoryPolicy(BasePolicy):
         if seg.kind == "keep":
             start, end = body.span(seg.start, seg.end)
             return body.messages[start:end]
-        block = await self._block(ex, body, seg, made)
+        block = await self._block(ex, body, seg, made, deadline)
         return [Note(block.content())]
 
     def _key(self, ex: Exchange, body: Body, seg: PlannedSegment) -> str:
@@ -205,8 +224,10 @@ class HistoryPolicy(BasePolicy):
         scope = [] if owner == NO_OWNER else [f"owner:{owner[0]}\x00{owner[1]}"]
         return span_key(ex.tenant, [*scope, shape, *body.hashes[start:at_end]])
 
-    async def _block(self, ex: Exchange, body: Body, seg: PlannedSegment, made: list[str]) -> SummaryBlock:
+    async def _block(self, ex: Exchange, body: Body, seg: PlannedSegment, made: list[str],
+                     deadline: Deadline) -> SummaryBlock:
         """The block for a planned segment: cached, being made by a concurrent request, or made now."""
+        deadline.check()
         key = self._key(ex, body, seg)
         cached = self.blocks.get(key)
         if cached is not None and not self._retry_due(cached):
@@ -217,7 +238,7 @@ class HistoryPolicy(BasePolicy):
                 return await asyncio.shield(pending)
             except Exception:
                 pass  # the other request failed to make it: make it here
-        task = asyncio.ensure_future(self._make(ex, body, seg, key))
+        task = asyncio.ensure_future(self._make(ex, body, seg, key, deadline))
         self._inflight[key] = task
         try:
             block = await asyncio.shield(task)
@@ -232,19 +253,19 @@ class HistoryPolicy(BasePolicy):
         cfg: HistoryConfig = self.config
         return bool(cfg.summarizer_model) and block.mode == "fallback" and time.time() - block.created >= cfg.fallback_retry_s
 
-    async def _make(self, ex: Exchange, body: Body, seg: PlannedSegment, key: str) -> SummaryBlock:
-        block = await (self._roll_up(ex, body, seg, key) if seg.children else self._summarize(ex, body, seg, key))
+    async def _make(self, ex: Exchange, body: Body, seg: PlannedSegment, key: str, deadline: Deadline) -> SummaryBlock:
+        block = await (self._roll_up(ex, body, seg, key, deadline) if seg.children else self._summarize(ex, body, seg, key))
         self.blocks.put(block)
         return block
 
-    async def _roll_up(self, ex: Exchange, body: Body, seg: PlannedSegment, key: str) -> SummaryBlock:
+    async def _roll_up(self, ex: Exchange, body: Body, seg: PlannedSegment, key: str, deadline: Deadline) -> SummaryBlock:
         """One block from the frozen layout it replaces: earlier blocks' texts and kept messages."""
         texts: list[str] = []
         refs: list[str] = []
         source = 0
         for child in seg.children:
             if child.kind == "block":
-                block = await self._block(ex, body, child, [])
+                block = await self._block(ex, body, child, [], deadline)
                 texts.append(block.text)
                 refs += block.refs
                 source += block.source_tokens

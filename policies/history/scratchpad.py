@@ -122,6 +122,12 @@ MEMORY_BYTES = 64 * 1024 * 1024  # archived text held in memory in front of Chro
 RETENTION_S = 7 * 86_400  # defaults of archive.retention_days and archive.max_items
 MAX_ITEMS = 10_000
 PRUNE_EVERY = 100  # writes to a tenant's collection between two prunes of it
+# Chroma holds the GIL through an upsert (~35 ms a commit, whatever its size): a write goes at once (another
+# replica may read it next), but writes that came meanwhile are gathered for FLUSH_DELAY_S, in upserts of at most
+# BATCH_ITEMS entries / BATCH_CHARS characters, so a request that archives hundreds of spans (a long history
+# replayed) costs a few commits, not one each (25 s for 700).
+FLUSH_DELAY_S = 0.2
+BATCH_ITEMS, BATCH_CHARS = 256, 4 * 2**20
 
 
 class Scratchpad:
@@ -168,6 +174,8 @@ class Scratchpad:
     def _evict(self) -> None:
         """Drop the oldest entries, persisted ones first; pending writes stay until written. An entry
         lost here while the store is down comes back with the next request that carries it."""
+        if len(self.memory) <= self.memory_entries and self.memory_bytes <= MEMORY_BYTES:
+            return  # within bounds: no walk over the entries (this runs on every write)
         for only_persisted in (True, False):
             for key in list(self.memory):
                 if len(self.memory) <= self.memory_entries and self.memory_bytes <= MEMORY_BYTES:
@@ -191,8 +199,11 @@ class Scratchpad:
 
     async def _flush_loop(self) -> None:
         while self._pending:
-            await asyncio.to_thread(self._persist_batch, self._take_pending())
+            for batch in _batches(self._take_pending()):
+                await asyncio.to_thread(self._persist_batch, batch)
             self._evict()  # here, on the event loop, where `memory` is changed
+            if self._pending:  # more came during the write: a burst (a long history archived), let it gather
+                await asyncio.sleep(FLUSH_DELAY_S)
 
     def _persist_batch(self, batch: dict[tuple[str | None, str], _Entry]) -> None:
         by_tenant: dict[str | None, list[tuple[str, _Entry]]] = {}
@@ -295,6 +306,19 @@ class Scratchpad:
         if gone:
             self.services.metrics.add("ctxwarden.scratchpad.pruned", gone)
         return gone
+
+
+def _batches(pending: dict[tuple[str | None, str], _Entry]) -> list[dict[tuple[str | None, str], _Entry]]:
+    """`pending` in upserts of at most BATCH_ITEMS entries and BATCH_CHARS characters (one bigger entry alone)."""
+    out: list[dict[tuple[str | None, str], _Entry]] = [{}]
+    chars = 0
+    for key, entry in pending.items():
+        if out[-1] and (len(out[-1]) >= BATCH_ITEMS or chars + len(entry.text) > BATCH_CHARS):
+            out.append({})
+            chars = 0
+        out[-1][key] = entry
+        chars += len(entry.text)
+    return out
 
 
 def _chroma_meta(meta: dict[str, Any]) -> dict[str, Any]:

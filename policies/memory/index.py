@@ -26,6 +26,11 @@ class UserIndex:
     def __len__(self) -> int:
         return len(self.positions)
 
+    @property
+    def nbytes(self) -> int:
+        """About: the vectors, ~600 bytes a memory record and its text."""
+        return 500 + self._vectors.nbytes + sum(600 + 2 * len(m.text) for m in self.memories)
+
     def get(self, mid: str) -> Memory | None:
         pos = self.positions.get(mid)
         return None if pos is None else self.memories[pos]

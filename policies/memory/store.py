@@ -36,6 +36,7 @@ from .model import Memory
 DOCS = "memories"
 VERSIONS = "memory_versions"
 PLACEHOLDER = [1.0]  # Chroma wants a vector per row; the documents collection is never searched by vector
+USERS_BYTES = 16 * 2**20  # users' memories held in process, at most (a user's index grows as it is written)
 PAGE = 2000  # rows per Chroma call when loading a user
 
 
@@ -53,7 +54,8 @@ class MemoryStore:
         self.store = store
         self.embedder = embedder
         self.versions = versions  # a state.Versions (Services.versions), or None: this process alone
-        self._users: LRU[tuple[str | None, str], UserIndex] = LRU(max_users)
+        self._users: LRU[tuple[str | None, str], UserIndex] = LRU(max_users, max_bytes=USERS_BYTES,
+                                                                  sizeof=lambda key, index: len(key[1]) + index.nbytes)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ collections
@@ -148,6 +150,7 @@ class MemoryStore:
                                          embeddings=[PLACEHOLDER])
         self._vectors(memory.tenant).upsert(ids=[memory.id], embeddings=[vector.tolist()])
         self.index(memory.tenant, memory.user).put(memory, vector)
+        self._users.remeasure((memory.tenant, memory.user))
         self._bump(memory.tenant, memory.user)
 
     def put_many(self, tenant: str | None, user: str, memories: Sequence[Memory], vectors: np.ndarray) -> None:
@@ -160,6 +163,7 @@ class MemoryStore:
             self._vectors(tenant).upsert(ids=[m.id for m in part], embeddings=vectors[start : start + PAGE].tolist())
         for memory, vector in zip(memories, vectors):
             index.put(memory, vector)
+        self._users.remeasure((tenant, user))
         self._bump(tenant, user)
 
     def update(self, memory: Memory) -> None:

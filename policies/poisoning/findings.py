@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from .checkers.base import ClaimVerdict
 
 MARK = "[ctxwarden]"  # starts every note and notice we write, so we never judge our own words
+# The policy's verdicts per (tenant, KB version, role, text) hash: by bytes too, since a finding's claim
+# may be a whole pasted log without a full stop (cache_size entries of those would hold gigabytes)
+VERDICT_BYTES = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,11 @@ class Finding:
     def against_kb(self, may: bool = False) -> str:
         """How the claim stands against the knowledge base, for notices."""
         return f'{"may contradict" if may else "contradicts"} the knowledge base: "{self.evidence}"'
+
+
+def verdict_size(key: str, finding: Finding | None) -> int:
+    """A cached verdict's bytes, about: the entry and its key, and a finding's two texts."""
+    return 200 + len(key) + (0 if finding is None else 400 + 2 * (len(finding.claim) + len(finding.evidence)))
 
 
 def short(text: str, limit: int = 160) -> str:

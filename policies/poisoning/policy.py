@@ -31,7 +31,7 @@ from .assess import Assessment, assess, input_evidence, retrieve
 from .checkers import build_checker
 from .checkers.local import LocalChecker
 from .config import PoisoningConfig
-from .findings import MARK, Finding, header_safe, short
+from .findings import MARK, VERDICT_BYTES, Finding, header_safe, short, verdict_size
 from .flags import FlagRules
 from .gate import releasable
 from .kb import KnowledgeBase, readiness
@@ -62,7 +62,7 @@ class PoisoningPolicy(BasePolicy):
         self.stats = PoisoningStats(config.alert_window, config.alert_rate, config.alert_min_samples)
         self._kbs: LRU[str | None, KnowledgeBase] = LRU(MAX_TENANT_KBS)  # each holds its evidence index
         self._quarantine: QuarantineStore | None = None
-        self._verdicts: LRU[str, Finding | None] = LRU(max(1, config.cache_size))  # per input text and KB version
+        self._verdicts: LRU[str, Finding | None] = LRU(max(1, config.cache_size), max_bytes=VERDICT_BYTES, sizeof=verdict_size)
         self._lock = threading.Lock()
         share(self)  # Services.shared["kb_contradiction"]: the memory policy's write gate asks it
 

@@ -24,6 +24,8 @@ from .text import ToolText
 log = logging.getLogger("ctxwarden.tools")
 
 CATALOG_VERSION = "v1"  # bump when text.py changes what is embedded
+CATALOG_BYTES = 8 * 2**20  # vectors held in memory: ~1-9 KB a tool (1 + up to 8 segments)
+MAX_PERSISTED = 100_000  # (tenant, embedder, tool) known to be in Chroma: ~200 bytes each
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,12 @@ class ToolCatalog:
             self._entries.put((space, key), entry)
 
     def __post_init__(self) -> None:
-        self._entries = LRU(self.max_entries)
+        self._entries = LRU(self.max_entries, max_bytes=CATALOG_BYTES, sizeof=lambda key, v: 300 + len(key[1]) + v.vectors.nbytes)
 
     def _mark_persisted(self, tenant: str | None, space: str, keys: Any) -> None:
         with self._lock:
+            if len(self._persisted) > MAX_PERSISTED:  # forgetting only costs a lookup in Chroma again
+                self._persisted.clear()
             self._persisted.update((tenant or "", space, k) for k in keys)
 
 

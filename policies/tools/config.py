@@ -59,6 +59,9 @@ class ToolsConfig(PolicyConfig):
     max_inner_rounds: int = Field(3, ge=0)
     max_sessions: int = Field(10_000, ge=1)
     session_ttl_s: float = Field(3600, gt=0)
+    # The work of one request (embedding the tools never seen: ~1 ms a tool with wordllama); past it the
+    # request goes on with all its tools, and the tools embedded so far are kept for the next one. None: no limit
+    budget_ms: float | None = Field(2000, gt=0)
 
     @model_validator(mode="after")
     def _k_range(self) -> "ToolsConfig":

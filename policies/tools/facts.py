@@ -27,9 +27,19 @@ class ToolFacts:
         return n
 
 
+FACTS_BYTES = 8 * 2**20  # a definition's facts: ~2-10 KB (a 64-KB tool name: ~400 KB)
+
+
+def _facts_size(key: str, facts: ToolFacts) -> int:
+    """Its texts (each held as a str: ~1 byte a character, plus the lexical copy) and its terms."""
+    text = facts.text
+    chars = len(text.document) + sum(len(s) for s in text.segments) + len(text.lexical) + len(text.name or "")
+    return 600 + len(key) + chars + sum(80 + len(t) for t in facts.lexical.counts) + 100 * len(facts.tokens)
+
+
 class FactsCache:
-    def __init__(self, max_entries: int = 20_000) -> None:
-        self._items: LRU[str, ToolFacts] = LRU(max_entries)
+    def __init__(self, max_entries: int = 20_000, max_bytes: int = FACTS_BYTES) -> None:
+        self._items: LRU[str, ToolFacts] = LRU(max_entries, max_bytes=max_bytes, sizeof=_facts_size)
 
     def facts(self, tools: list[Tool]) -> list[ToolFacts]:
         out = []

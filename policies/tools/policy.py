@@ -24,6 +24,7 @@ import numpy as np
 
 from ..base import BasePolicy, Exchange, ProxyTool, Services, Verdict
 from ..cache import LRU
+from ..deadline import NO_DEADLINE, Deadline, OverBudget
 from ..messages import Message, Tool
 from .catalog import CatalogReport, ToolCatalog
 from .config import ToolsConfig
@@ -77,8 +78,10 @@ class ToolsPolicy(BasePolicy):
     name = "tools"
     Config = ToolsConfig
     MAX_TOOL_SETS = 256  # ToolSetIndex objects kept (one per distinct tool set, tenant and embedder)
-    MAX_TOOL_SET_BYTES = 256 * 2**20  # …and their bytes (500 tools with vectors: ~2.5 MB with their postings)
-    MAX_QUERY_VECTORS = 4096  # query texts embedded (the task's text repeats on every step)
+    MAX_TOOL_SET_BYTES = 16 * 2**20  # …and their bytes (500 tools with vectors: ~2.5 MB with their postings)
+    MAX_QUERY_VECTORS = 4096  # query texts embedded (the task's text repeats on every step) …
+    MAX_QUERY_VECTOR_BYTES = 4 * 2**20  # …and their bytes
+    EMBED_CHUNK = 32  # tools asked of the catalog at once (the budget is checked between two asks)
 
     def __init__(self, config: ToolsConfig, services: Services) -> None:
         super().__init__(config, services)
@@ -91,7 +94,8 @@ class ToolsPolicy(BasePolicy):
         self.usage = UsageStats()
         self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS, max_bytes=self.MAX_TOOL_SET_BYTES,
                                                                  sizeof=lambda _, index: index.nbytes)
-        self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(self.MAX_QUERY_VECTORS)
+        self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(
+            self.MAX_QUERY_VECTORS, max_bytes=self.MAX_QUERY_VECTOR_BYTES, sizeof=lambda key, v: 200 + len(key[1]) + v.nbytes)
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
         tools = ex.tools
@@ -104,7 +108,13 @@ class ToolsPolicy(BasePolicy):
             return None
         step = Step(tools, ex.messages, ex.body.get("tool_choice"), ex.model, ex.tenant, ex.session_key,
                     compacted=any(a.label == COMPACTION_ACTION for a in ex.actions), client_messages=ex.original_messages)
-        selection = await asyncio.to_thread(self.select, step)
+        deadline = Deadline(self.config.budget_ms / 1000 if self.config.budget_ms else None, ex.notes.cancelled)
+        try:
+            selection = await asyncio.to_thread(self.select, step, deadline)
+        except OverBudget as exc:  # invariant 7: every tool forwarded; the ones embedded are kept for the next request
+            self.record(ex, "skipped_budget", reason=str(exc), budget_ms=self.config.budget_ms, tools=len(tools))
+            metrics.add("ctxwarden.tools.skipped_budget", 1)
+            return None
         report_selection(self, ex, tools, selection)
         if len(selection.kept) < len(tools):
             ex.tools = [tools[i] for i in selection.kept]
@@ -114,8 +124,8 @@ class ToolsPolicy(BasePolicy):
 
     # ------------------------------------------------------------------ the decision (worker thread)
 
-    def select(self, step: Step) -> Selection:
-        index, catalog, degraded = self._index(step.tools, step.tenant)
+    def select(self, step: Step, deadline: Deadline = NO_DEADLINE) -> Selection:
+        index, catalog, degraded = self._index(step.tools, step.tenant, deadline)
         tokens = self._tool_tokens(index, step.tools, step.model)
         choice = parse_tool_choice(step.tool_choice)
         must = set(choice.names) | called_tool_names(step.messages) | set(self.config.always_keep)
@@ -255,7 +265,8 @@ class ToolsPolicy(BasePolicy):
         nameless = [i for i, name in enumerate(index.names) if name is None]
         return nameless + [i for name in names for i in by_name.get(name, [])]
 
-    def _index(self, tools: list[Tool], tenant: str | None) -> tuple[ToolSetIndex, CatalogReport, str | None]:
+    def _index(self, tools: list[Tool], tenant: str | None,
+               deadline: Deadline = NO_DEADLINE) -> tuple[ToolSetIndex, CatalogReport, str | None]:
         """The tool set's index: cached per (tool set, tenant, embedder); built through the catalog."""
         # pickle is ~4x faster than json for a 500-tool list; the key only has to be equal for equal lists.
         toolset = hashlib.sha256(pickle.dumps(tools, protocol=5)).hexdigest()[:24]
@@ -272,7 +283,9 @@ class ToolsPolicy(BasePolicy):
             degraded = "no embedder configured"
         else:
             try:
-                vectors, report = self.catalog.vectors(keys, [f.text for f in facts], embedder, self.services.store, tenant)
+                vectors, report = self._vectors(keys, facts, tenant, deadline)
+            except OverBudget:
+                raise
             except Exception as exc:
                 degraded = f"tool embeddings failed: {type(exc).__name__}: {exc}"
         index = ToolSetIndex.build([f.text.name for f in facts], [f.lexical for f in facts], vectors)
@@ -280,6 +293,20 @@ class ToolsPolicy(BasePolicy):
         if degraded is None:  # a degraded index is rebuilt next time, when the embedder may be back
             self._indexes.put(cache_key, index)
         return index, report, degraded
+
+    def _vectors(self, keys: list[str], facts: list, tenant: str | None, deadline: Deadline) -> tuple[list, CatalogReport]:
+        """The catalog's vectors, EMBED_CHUNK tools at a time: hundreds of tools never seen stop at the
+        budget between two chunks (the catalog keeps what was embedded)."""
+        vectors: list = []
+        report = CatalogReport()
+        for start in range(0, len(keys), self.EMBED_CHUNK):
+            deadline.check()
+            part, got = self.catalog.vectors(keys[start:start + self.EMBED_CHUNK], [f.text for f in facts[start:start + self.EMBED_CHUNK]],
+                                             self.services.embedder, self.services.store, tenant)
+            vectors += part
+            report.embedded, report.loaded = report.embedded + got.embedded, report.loaded + got.loaded
+            report.store_error = report.store_error or got.store_error
+        return vectors, report
 
     def _tool_tokens(self, index: ToolSetIndex, tools: list[Tool], model: str) -> np.ndarray:
         counts = index.token_counts.get(model)

@@ -26,7 +26,9 @@ SMOOTHING = 2.0  # shrinks the share of a rarely used server towards 0
 
 class UsageStats:
     def __init__(self, max_entries: int = 100_000) -> None:
-        self._counts: LRU[tuple[str, str, str], int] = LRU(max_entries)  # (tenant, "tool"|"server", name) → sessions
+        # (tenant, "tool"|"server", name) → sessions. By bytes too: a tool's name is the client's (~250 bytes an entry besides)
+        self._counts: LRU[tuple[str, str, str], int] = LRU(max_entries, max_bytes=4 * 2**20,
+                                                           sizeof=lambda key, _: 250 + len(key[0]) + len(key[2]))
         self._lock = threading.Lock()
 
     def count(self, tenant: str | None, tools: Iterable[str], servers: Iterable[str]) -> None:

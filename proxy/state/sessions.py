@@ -33,6 +33,7 @@ log = logging.getLogger("ctxwarden.state")
 
 MAX_ATTEMPTS = 3  # compare-and-set writes per save (the first, then after each merge)
 MAX_PENDING = 10_000  # sessions changed while degraded, merged on their first load after recovery
+MAX_PENDING_BYTES = 32 * 2**20  # …and their documents' size
 
 Docs = dict[str, str | None]  # policy → document (None: none)
 
@@ -50,7 +51,16 @@ class SessionSync:
         }
         self.active = backend is not None and backend.shared and bool(self.stores)
         # scope → the documents the session had here when its degraded stretch began (the merge base)
-        self.pending: LRU[str, Docs] = LRU(MAX_PENDING)
+        self.pending: LRU[str, Docs] = LRU(MAX_PENDING, max_bytes=MAX_PENDING_BYTES, sizeof=_docs_size)
+
+    def remeasure(self, ex: Exchange) -> None:
+        """The request is over: each policy's state of its session is sized again (policies change
+        their states in place), so the byte bound of every SessionLRU holds."""
+        for name, states in self.stores.items():
+            try:
+                states.remeasure(ex.session_key)
+            except Exception:  # a state changed by a concurrent request of the session: sized next time
+                log.debug("session state of %s not sized", name, exc_info=True)
 
     def _exports(self, ex: Exchange) -> Docs:
         return {name: states.export(ex.session_key) for name, states in self.stores.items()}
@@ -125,3 +135,7 @@ class SessionSync:
         base = self.pending.get(scope)
         if base is not None and self._exports(ex) == base:
             self.pending.pop(scope)
+
+
+def _docs_size(scope: str, docs: Docs) -> int:
+    return 200 + len(scope) + sum(100 + len(name) + len(doc or "") for name, doc in docs.items())

@@ -11,8 +11,8 @@ marked with a leading "^": they name which thing whatever their position.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
+from ...cache import cache_short
 from .lexicon import MONTH, ORDINALS, WEEKDAY
 from .model import Sentence
 
@@ -77,7 +77,7 @@ def subject_of(s: Sentence, vstart: int, vend: int, values: list[tuple[int, int]
     return tuple(out)
 
 
-@lru_cache(maxsize=4096)
+@cache_short(maxsize=4096)  # by bytes too: a sentence may be a whole pasted log
 def topic_words(text: str) -> frozenset[str]:
     """Every content word of a sentence, as subject words are written: a value's subject is its
     clause, but the sentence around it says what the clause leaves out ("the kitchen backsplash,
@@ -104,7 +104,7 @@ def series_of(lower: str, value: tuple[int, int] = (0, 0)) -> frozenset[str]:
     return frozenset(position for position, start, end in _ordinals(lower) if not (start < value[1] and value[0] < end))
 
 
-@lru_cache(maxsize=4096)
+@cache_short(maxsize=4096)
 def _ordinals(lower: str) -> tuple[tuple[str, int, int], ...]:
     """(position, start, end) of each ordinal of a series in a sentence: read once per sentence,
     however many statements it holds."""

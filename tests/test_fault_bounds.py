@@ -1,0 +1,255 @@
+"""Issue 43: big fields answer in seconds, and every cache is bounded by bytes (not only entries).
+
+Fault 1: a fuzzed body with a 20 KB-1.5 MB string in any field (a tool's description, tool-call
+arguments, thousands of small messages) got no answer within 10 s: the scratchpad wrote each
+archived span in its own Chroma upsert, which holds the GIL (~35 ms each, 700 of them for a long
+history replayed), and the history policy had no time budget. Fault 5: RSS rose ~25 MB per 1,000
+varied requests: caches bounded by entry count only, or sized far below what their entries hold.
+bench/fuzz.py measures both over 10,000 bodies on the three APIs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+
+from ctxwarden.policies.cache import LRU, cache_short
+from ctxwarden.policies.state import SessionLRU
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import fuzz_bodies
+
+BIG = 1_500_000
+
+
+# ---------------------------------------------------------------------------- caches, by bytes
+
+
+def test_a_memo_is_cleared_once_its_entries_pass_its_bytes():
+    calls: list[int] = []
+
+    @cache_short(maxsize=10_000, max_bytes=100_000, sizeof=lambda args, value: len(value))
+    def make(n: int) -> str:
+        calls.append(n)
+        return "x" * 10_000
+
+    for n in range(50):  # 10,000 entries would fit the count; 500 KB does not fit the bytes
+        assert make(n) == "x" * 10_000
+        assert make.held_bytes() <= 100_000 + 10_000
+    assert make.cache_info().currsize <= 11
+    assert make(49) and calls.count(49) == 1  # a recent one is still kept
+
+
+def _deep_size(value: object, seen: set[int]) -> int:
+    """Bytes reachable from `value` (each object once): what a cache entry really holds."""
+    if id(value) in seen or isinstance(value, (type, bool, type(None))):
+        return 0
+    seen.add(id(value))
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        return size + sum(_deep_size(k, seen) + _deep_size(v, seen) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return size + sum(_deep_size(v, seen) for v in value)
+    return size + (_deep_size(vars(value), seen) if hasattr(value, "__dict__") else 0)
+
+
+def test_statements_are_sized_close_to_what_they_hold():
+    """The clash policy's statement cache and the reader's memo count this size: it was 1 KB a
+    statement, a quarter of what one holds (its 32 MB held ~140 MB)."""
+    from ctxwarden.policies.text.statements.extract import extract, statements_size
+
+    for kind in ("words", "lines", "json", "chars"):
+        found = extract(fuzz_bodies.big_text(kind, 3_000, 7))
+        real = _deep_size(found, set())
+        assert 0.5 * real < statements_size(found) < 2 * real, (kind, statements_size(found), real)
+
+
+def test_a_session_state_that_grows_in_place_is_sized_again():
+    states: SessionLRU[dict] = SessionLRU(1000, None, encode=lambda s: s, decode=dict, max_bytes=200_000)
+    for i in range(20):
+        state = states.get_or_create(("t", f"s{i}"), dict)
+        state["notes"] = ["a note the policy added " * 40] * 20  # ~20 KB of JSON, ×3: ~60 KB
+        states.remeasure(("t", f"s{i}"))  # the pipeline does this when the request ends
+        assert states.bytes <= 200_000
+    assert len(states) <= 4 and states.get(("t", "s19")) is not None and states.get(("t", "s0")) is None
+    states.get_or_create(("t", "huge"), dict)["blob"] = "x" * 100_000
+    states.remeasure(("t", "huge"))  # bigger than the bound alone: not kept
+    assert states.get(("t", "huge")) is None and states.bytes <= 200_000
+
+
+def test_the_pipeline_sizes_session_states_when_a_request_ends():
+    from ctxwarden.proxy.state.sessions import SessionSync
+
+    states: SessionLRU[dict] = SessionLRU(1000, None, encode=lambda s: s, decode=dict, max_bytes=10_000)
+    sync = SessionSync(None, [SimpleNamespace(name="p", session_states=states)])  # type: ignore[arg-type]
+    ex = SimpleNamespace(session_key=("t", "s"))
+    states.get_or_create(ex.session_key, dict)["big"] = "x" * 20_000
+    sync.remeasure(ex)  # type: ignore[arg-type]
+    assert states.get(ex.session_key) is None and states.bytes == 0
+
+
+def test_tool_facts_catalog_and_query_vectors_are_bounded_by_bytes():
+    from ctxwarden.policies.tools.facts import FactsCache
+
+    facts = FactsCache(max_entries=20_000, max_bytes=2_000_000)
+    for i in range(40):  # a 64 KB tool name each: ~200 KB of facts
+        facts.facts([{"type": "function", "function": {"name": f"t{i}_" + "a" * 65_536, "description": "d"}}])
+        assert facts._items.bytes <= 2_000_000
+    assert len(facts._items) < 40
+
+
+def test_the_embedding_cache_is_bounded_by_bytes():
+    from ctxwarden.proxy.embeddings import CachedEmbedder
+
+    class Fake(CachedEmbedder):
+        def _embed_uncached(self, texts: list[str]) -> list[list[float]]:
+            return [[1.0] * self.dim for _ in texts]
+
+    embedder = Fake("fake", 1024, cache_size=20_000, max_bytes=1_000_000)  # ~4.3 KB an entry
+    embedder.embed([f"text {i}" for i in range(1000)])
+    assert embedder._cache.bytes <= 1_000_000 and len(embedder._cache) < 250
+
+
+def test_an_lru_remeasure_of_an_absent_or_unbounded_entry_is_a_no_op():
+    plain: LRU[str, list] = LRU(10)
+    plain.put("a", [1])
+    plain.remeasure("a")
+    bounded: LRU[str, list] = LRU(10, max_bytes=100, sizeof=lambda k, v: 10 * len(v))
+    bounded.remeasure("missing")
+    bounded.put("a", [1, 2])
+    bounded.get("a").extend(range(5))
+    bounded.remeasure("a")
+    assert bounded.bytes == 70
+
+
+# ---------------------------------------------------------------------------- the scratchpad's writes
+
+
+def test_archived_texts_go_to_chroma_in_few_upserts():
+    from ctxwarden.policies.history import scratchpad
+
+    upserts: list[int] = []
+    collection = SimpleNamespace(upsert=lambda ids, **_: upserts.append(len(ids)), count=lambda: 0,
+                                 delete=lambda **_: None)
+    services = SimpleNamespace(store=SimpleNamespace(collection=lambda *_: collection),
+                               metrics=SimpleNamespace(add=lambda *a, **k: None, record=lambda *a, **k: None))
+    pad = scratchpad.Scratchpad(services)  # type: ignore[arg-type]
+
+    async def archive() -> None:
+        for i in range(700):  # a long history replayed: one span archived per block, ~1 ms apart
+            pad.put("t", f"hs_{i:020d}", f"span {i} " * 50)
+            if i % 50 == 0:
+                await asyncio.sleep(0)
+        await pad.flush()
+
+    asyncio.run(archive())
+    assert sum(upserts) == 700 and len(upserts) <= 4  # was 700 upserts of one (~35 ms each, GIL held)
+    assert max(upserts) <= scratchpad.BATCH_ITEMS
+
+
+# ---------------------------------------------------------------------------- through the server
+
+
+def _post(proxy, body: dict, path: str = "/v1/chat/completions") -> tuple[httpx.Response, float]:
+    started = time.perf_counter()
+    r = httpx.post(f"{proxy.url}{path}", content=json.dumps(body), timeout=60,
+                   headers={"content-type": "application/json", "anthropic-version": "2023-06-01"})
+    return r, time.perf_counter() - started
+
+
+def test_big_fields_answer_within_seconds(start_proxy):
+    proxy = start_proxy(fuzz_bodies.CONFIG)
+    base = {"model": "gpt-4o", "messages": [{"role": "user", "content": "What is the status?"}]}
+    _post(proxy, base)  # the first request loads the tokenizer and the embedder
+    big = fuzz_bodies.big_text("words", BIG, 1)
+    for site in ("tool_description", "tool_parameters", "arguments", "arguments_json", "tool_result", "system"):
+        r, took = _post(proxy, fuzz_bodies.put_big(base, site, big))
+        assert r.status_code < 500 and took < 5, (site, r.status_code, round(took, 1), r.text[:200])
+
+
+def test_a_history_of_thousands_of_messages_answers_within_seconds(start_proxy):
+    proxy = start_proxy(fuzz_bodies.CONFIG)
+    _post(proxy, {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    body = fuzz_bodies.put_big({"model": "gpt-4o", "messages": [{"role": "user", "content": "and now?"}]}, "many_messages",
+                               fuzz_bodies.big_text("words", BIG, 2))  # 15,000 messages
+    r, took = _post(proxy, body)
+    assert r.status_code < 500 and took < 8, (r.status_code, round(took, 1), r.text[:200])
+
+
+def test_the_history_policy_stops_at_its_budget_and_forwards_the_request_unchanged(fake, start_proxy):
+    proxy = start_proxy({**fuzz_bodies.CONFIG, "policies": {"history": {"budget_ms": 1}}})
+    messages = [{"role": ("user", "assistant")[i % 2], "content": f"message {i} about Paris costs ${i}"} for i in range(3000)]
+    r, _ = _post(proxy, {"model": "gpt-4o", "messages": messages})
+    assert r.status_code == 200 and "history.skipped_budget" in r.headers["x-ctxwarden-actions"]
+    assert len(fake.received[-1].body["messages"]) == 3000
+
+
+def test_bodies_the_policies_cannot_read_are_refused_not_failed(start_proxy):
+    proxy = start_proxy()
+    anthropic = {"model": "claude", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": {"id": "a"}, "content": "ok"}]}]}
+    empty_block = {"model": "claude", "max_tokens": 10, "messages": [{"role": "user", "content": [{}]}]}
+    responses = {"model": "gpt-4o", "input": [{"type": "function_call", "call_id": "c", "name": ["f"], "arguments": "{}"}]}
+    for body, path in ((anthropic, "/v1/messages"), (empty_block, "/v1/messages"), (responses, "/v1/responses"),
+                       ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "temperature": 1e999},
+                        "/v1/chat/completions")):
+        raw = json.dumps(body).replace("Infinity", "1e999")
+        r = httpx.post(f"{proxy.url}{path}", content=raw, timeout=30,
+                       headers={"content-type": "application/json", "anthropic-version": "2023-06-01"})
+        assert r.status_code == 400, (path, r.status_code, r.text[:200])
+
+
+def _plain_size(value: object, seen: set[int]) -> int:
+    """Bytes of plain data reachable from `value` (containers, strings, arrays, our dataclasses), each
+    object once: what a cache entry holds, without the services an object may point to."""
+    if id(value) in seen or isinstance(value, (type, bool, int, float, type(None))):
+        return 0
+    seen.add(id(value))
+    if hasattr(value, "nbytes") and not hasattr(value, "__dict__"):  # a numpy array
+        return 100 + int(value.nbytes)  # type: ignore[attr-defined]
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        return size + sum(_plain_size(k, seen) + _plain_size(v, seen) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return size + sum(_plain_size(v, seen) for v in value)
+    if hasattr(value, "__dataclass_fields__"):
+        return size + sum(_plain_size(getattr(value, f, None), seen) for f in value.__dataclass_fields__)  # type: ignore[attr-defined]
+    return size
+
+
+def test_varied_requests_leave_every_cache_within_bytes(fake, start_proxy):
+    """Fault 5 through the server: 90 requests on the three APIs, each a new session with fresh text,
+    tools with long descriptions and tool results, and then every cache the server holds that grew past
+    1 MB is bounded by bytes and holds no more than twice its bound (its sizes are honest)."""
+    import gc
+
+    proxy = start_proxy({**fuzz_bodies.CONFIG, "upstream": {"anthropic": {"base_url": f"{fake.url}/v1", "api_key_env": None}}})
+    with httpx.Client(base_url=proxy.url, timeout=60) as client:
+        for i in range(90):
+            api = fuzz_bodies.APIS[i % 3]
+            tools = [fuzz_bodies._tool(f"tool{i}_{k}", fuzz_bodies.big_text("words", 20_000, 10 * i + k)) for k in range(3)]
+            messages = [{"role": "user", "content": fuzz_bodies.big_text("words", 3_000, i)},
+                        *fuzz_bodies._call_round('{"q": "status"}', f"c{i}", fuzz_bodies.big_text("lines", 8_000, i)),
+                        {"role": "user", "content": f"I prefer window seats and my budget is ${100 + i}. What now?"}]
+            body = fuzz_bodies.in_api(api, {"model": "gpt-4o", "messages": messages, "tools": tools})
+            r = client.post(fuzz_bodies.PATHS[api], content=json.dumps(body), headers={
+                "content-type": "application/json", "x-ctxwarden-session": f"s{i}", "x-ctxwarden-user": f"u{i % 7}",
+                **{k.decode(): v.decode() for k, v in fuzz_bodies.API_HEADERS[api].items()}})
+            assert r.status_code == 200, (api, r.status_code, r.text[:300])
+    gc.collect()
+    caches = [o for o in gc.get_objects() if isinstance(o, LRU) and len(o)]
+    held = [(_plain_size(c.items(), set()), c) for c in caches]
+    big = [(size, c) for size, c in held if size > 2**20]
+    assert big, "no cache grew: the requests did not exercise them"
+    for size, cache in big:
+        assert cache.max_bytes is not None, f"a cache of {len(cache)} entries holds {size / 2**20:.1f} MB, bounded by count only"
+        assert size <= 2 * cache.bytes + 2**20, \
+            f"a cache sized {cache.bytes / 2**20:.1f} MB holds {size / 2**20:.1f} MB ({len(cache)} entries)"
