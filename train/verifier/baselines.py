@@ -195,7 +195,8 @@ class KBScorers:
     - rules + nli: the higher of the two (a union: flagged when either flags).
     """
 
-    def __init__(self, nli: Path | None) -> None:
+    def __init__(self, nli: Path | None, windows: int = 0) -> None:
+        self.windows = windows  # judge each claim on its first N evidence windows only (0: all the policy reads)
         sys.path.insert(0, str(ROOT / "bench"))
         logging.getLogger("bm25s").setLevel(logging.WARNING)
         from ctxwarden.policies.poisoning.checkers.local import LocalChecker
@@ -213,6 +214,10 @@ class KBScorers:
     def nli_score(self, claims) -> float:
         from ctxwarden.policies.poisoning.checkers.nli import CONTRADICTION, ENTAILMENT, hypothesis
 
+        if self.windows:
+            from dataclasses import replace
+
+            claims = [replace(c, evidence=c.evidence[:self.windows]) for c in claims]
         todo = [c for c in claims if c.evidence]
         pairs = [(ev.window or ev.sentence, hypothesis(c)) for c in todo for ev in c.evidence]
         if not pairs:
@@ -288,9 +293,10 @@ class OnnxScorer:
 # ---- the table ---------------------------------------------------------------------------------
 
 
-def evaluate(sets: list[EvalSet], rules: bool, model: Path | None, nli: Path | None = None) -> list[dict]:
+def evaluate(sets: list[EvalSet], rules: bool, model: Path | None, nli: Path | None = None,
+             nli_windows: int = 0) -> list[dict]:
     results = []
-    kb_scorers = KBScorers(nli) if rules or nli else None
+    kb_scorers = KBScorers(nli, nli_windows) if rules or nli else None
     model_scorer = OnnxScorer(model) if model else None
     for s in sets:
         scorers: list[tuple[str, list[float]]] = [
@@ -341,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="also a model folder as `checker: nli` runs it, via the KB, alone and with the rules")
     parser.add_argument("--sets", default="halueval,swaps,natural,pairs",
                         help="comma-separated: halueval, swaps, natural (dev and held-out), pairs")
+    parser.add_argument("--nli-windows", type=int, default=0, help="--nli on each claim's first N windows (0: all)")
     parser.add_argument("--swap-rows", type=int, default=SWAP_ROWS)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -354,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         sets += [natural_answers("dev"), natural_answers("held-out")]
     if "pairs" in wanted:
         sets.append(natural_pairs())
-    results = evaluate(sets, rules=not args.skip_rules, model=args.model, nli=args.nli)
+    results = evaluate(sets, rules=not args.skip_rules, model=args.model, nli=args.nli, nli_windows=args.nli_windows)
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
