@@ -198,7 +198,10 @@ def test_bodies_the_policies_cannot_read_are_refused_not_failed(start_proxy):
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": {"id": "a"}, "content": "ok"}]}]}
     empty_block = {"model": "claude", "max_tokens": 10, "messages": [{"role": "user", "content": [{}]}]}
     responses = {"model": "gpt-4o", "input": [{"type": "function_call", "call_id": "c", "name": ["f"], "arguments": "{}"}]}
+    not_content = {"model": "gpt-4o", "input": [{"role": "user", "content": True}]}  # no session header: the opening is hashed
+    not_output = {"model": "gpt-4o", "input": [{"type": "function_call_output", "call_id": "c", "output": 7}]}
     for body, path in ((anthropic, "/v1/messages"), (empty_block, "/v1/messages"), (responses, "/v1/responses"),
+                       (not_content, "/v1/responses"), (not_output, "/v1/responses"),
                        ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "temperature": 1e999},
                         "/v1/chat/completions")):
         raw = json.dumps(body).replace("Infinity", "1e999")

@@ -79,7 +79,7 @@ def without_summaries(text: str) -> str:
     return "\n\n".join(part.strip("\n") for part in kept if part.strip())
 
 
-MAX_BLOCK_BYTES = 64 * 1024 * 1024  # summary text held by the cache, at most
+MAX_BLOCK_BYTES = 16 * 2**20  # summary text held by the cache, at most (a block is re-derived from its messages)
 
 
 class BlockCache:

@@ -118,7 +118,7 @@ class _Entry:
     persisted: bool = False
 
 
-MEMORY_BYTES = 64 * 1024 * 1024  # archived text held in memory in front of Chroma, at most
+MEMORY_BYTES = 32 * 2**20  # archived text held in memory in front of Chroma, at most (Chroma holds it all)
 RETENTION_S = 7 * 86_400  # defaults of archive.retention_days and archive.max_items
 MAX_ITEMS = 10_000
 PRUNE_EVERY = 100  # writes to a tenant's collection between two prunes of it

@@ -156,11 +156,15 @@ def _parse_items(parsed: ParsedRequest) -> None:
 
 def _chat_message(item: Item) -> Message:
     content = item["content"]
+    if not isinstance(content, (str, list)):
+        raise InvalidRequest("a message item's `content` must be a string or a list of parts", "input")
     return {"role": item["role"], "content": [_chat_part(p) for p in content] if isinstance(content, list) else content}
 
 
 def chat_tool_message(item: Item) -> Message:
     output = item.get("output")
+    if output is not None and not isinstance(output, (str, list)):
+        raise InvalidRequest("a function_call_output's `output` must be a string or a list of parts", "input")
     content = [_chat_part(p) for p in output] if isinstance(output, list) else output
     return {"role": "tool", "tool_call_id": item["call_id"], "content": content}
 
