@@ -157,6 +157,7 @@ class BudgetNote:
     compress_at: int | None = None  # request tokens at which compaction starts (budget.compress × window)
     target_at: int | None = None  # ... and down to which it compacts (budget.target × window)
     aggressive_at: int | None = None
+    reject_at: int | None = None  # past this after the policies ran, the request is refused (budget.reject × window)
 
 
 @dataclass

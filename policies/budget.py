@@ -95,7 +95,8 @@ class BudgetPolicy(BasePolicy):
         m = await self.measure(ex)
         window = ex.context_window
         ex.notes.budget = BudgetNote(m["tokens"], None, window, m["components"], compress_at=int(cfg.compress * window),
-                                     target_at=int(cfg.target * window), aggressive_at=int(cfg.aggressive * window))
+                                     target_at=int(cfg.target * window), aggressive_at=int(cfg.aggressive * window),
+                                     reject_at=int(cfg.reject * window))
         self.services.metrics.record("ctxwarden.budget.usage", m["usage"], model=ex.model)
         over = [
             name for name, tokens in m["components"].items()

@@ -48,13 +48,16 @@ def services(tmp_path) -> Services:
 
 
 def run(policy: ArchivePolicy, messages: list[dict], pressure: str = "none", target: int | None = None,
-        tools: list | None = None, tenant: str | None = None) -> Exchange:
-    """`pressure` as the budget set it before the policies ran; `target` its target (tokens)."""
+        tools: list | None = None, tenant: str | None = None, compress: int | None = None,
+        reject: int | None = None) -> Exchange:
+    """`pressure` as the budget set it before the policies ran; `target` its target (tokens), `compress`
+    the mark at which the archive starts (default: the target), `reject` the refusal mark."""
     ex = Exchange("t", "gpt-4o", messages, tools, {"model": "gpt-4o", "messages": messages}, tenant=tenant)
     ex.pressure, ex.target_tokens = pressure, target  # type: ignore[assignment]
     if pressure != "none":
-        ex.notes.budget = BudgetNote(0, window=128_000, compress_at=target, target_at=target,
-                                     aggressive_at=target if pressure == "aggressive" else 10**9)
+        ex.notes.budget = BudgetNote(0, window=128_000, compress_at=target if compress is None else compress,
+                                     target_at=target, aggressive_at=target if pressure == "aggressive" else 10**9,
+                                     reject_at=reject)
     asyncio.run(policy.on_request(ex))
     return ex
 
@@ -119,12 +122,40 @@ def test_compress_pressure_archives_answered_results_of_the_current_turn_until_u
     assert_pairs_intact(tight.messages)
 
 
-def test_aggressive_pressure_archives_every_result_worth_a_stub(services):
+def test_aggressive_pressure_archives_every_result_worth_a_stub_but_the_one_just_asked_for(services):
     conv = conversation(current_result=big("south", rows=6))
     ex = run(ArchivePolicy(ArchiveConfig(min_tokens=5000), services), conv, "aggressive", target=10)
-    assert ex.messages[3]["content"].startswith("[archived") and ex.messages[8]["content"].startswith("[archived")
+    assert ex.messages[3]["content"].startswith("[archived")
+    assert ex.messages[8] is conv[8]  # the result the model asked for in its last turn: verbatim
     assert ex.messages[4] is conv[4]  # "tiny": a stub would be longer
     assert any(a.label == "archive.target_missed" for a in ex.actions)
+    assert not any(a.label == "archive.newest_archived" for a in ex.actions)
+
+
+def test_the_newest_result_is_archived_only_when_the_request_would_otherwise_be_refused(services):
+    conv = conversation(current_result=big("south"))
+    policy = ArchivePolicy(ArchiveConfig(min_tokens=200), services)
+    total = services.tokens.count_messages(conv, "gpt-4o")
+    fits = run(policy, conv, "aggressive", target=10, reject=total * 2)
+    assert fits.messages[8] is conv[8]
+    refused = run(policy, conv, "aggressive", target=10, reject=total // 4)
+    assert refused.messages[8]["content"].startswith("[archived tool result")
+    assert any(a.label == "archive.newest_archived" for a in refused.actions)
+    assert_pairs_intact(refused.messages)
+
+
+def test_between_the_target_and_the_compress_mark_nothing_is_archived(services):
+    """A growing history passes the target many steps before the history policy's next event at
+    the compress mark; a stub written then would change the cached prefix on every one of them."""
+    conv = conversation(current_result=big("south"))
+    total = services.tokens.count_messages(conv, "gpt-4o")
+    ex = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv, "compress", target=total // 2,
+             compress=total + 100)
+    assert ex.messages is conv or ex.messages == conv
+    assert not any(a.label == "archive.archive" for a in ex.actions)
+    over = run(ArchivePolicy(ArchiveConfig(min_tokens=200), services), conv, "compress", target=total // 2,
+               compress=total - 100)
+    assert over.messages[3]["content"].startswith("[archived")
 
 
 def test_results_with_images_are_left_in_place_and_reported(services):

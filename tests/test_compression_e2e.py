@@ -320,3 +320,42 @@ def test_recall_rounds_are_bounded(fake, start_proxy, stream):
         finish = [choice.finish_reason]
     assert finish == ["stop"]  # no tool call is announced that the client never receives
     assert len(fake.chat_requests) == 3  # the first call and two recall rounds, then the proxy stops
+
+
+def test_a_tight_window_agent_loop_changes_its_prefix_only_at_compaction_events(fake, start_proxy):
+    """An agent loop in a window that fills every few steps (default policies as a new user gets
+    them): between the history policy's events every forwarded request starts with the previous
+    one (nothing is stubbed while the history grows from the target to the compress mark), the
+    result the model just asked for is forwarded verbatim on every step, and nothing passes the window."""
+    window = 12_000
+    proxy = start_proxy({"models": {"gpt-4o": {"context_window": window}}})
+    tools = [{"type": "function", "function": {"name": name, "description": f"Read {name} records by query.",
+                                               "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+             for name in ("orders", "logs", "runbooks")]
+    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "Find why checkouts failed last week."}]
+    previous = None
+    breaks = events = 0
+    with httpx.Client(base_url=f"{proxy.url}/v1", timeout=60, headers={"x-ctxwarden-session": "tight-loop"}) as client:
+        for step in range(28):
+            call_id = f"call_{step}"
+            history.append({"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {
+                "name": tools[step % 3]["function"]["name"], "arguments": json.dumps({"q": f"step {step}"})}}]})
+            rows = 25 + (step * 37) % 60  # ~400-1,500 tokens
+            result = " ".join(f"Record {step}-{i}: order ORD-{step:03d}{i:03d} failed at gateway {i % 7} with code "
+                              f"E{(step * i) % 97:02d} after {i * 3} ms." for i in range(rows))
+            history.append({"role": "tool", "tool_call_id": call_id, "content": result})
+            response = client.post("/chat/completions", json={"model": "gpt-4o", "messages": history, "tools": tools})
+            assert response.status_code == 200, response.text
+            sent = fake.chat_requests[-1]
+            assert sent["messages"][-1] == {"role": "tool", "tool_call_id": call_id, "content": result}
+            assert request_tokens(sent) <= window
+            assert_pairs_intact(sent["messages"])
+            event = "history.compaction" in response.headers.get("x-ctxwarden-actions", "")
+            events += event
+            if previous is not None:
+                extends = sent["messages"][: len(previous["messages"])] == previous["messages"] and sent.get("tools") == previous.get("tools")
+                breaks += not extends
+                assert extends or event, f"step {step}: the prefix changed without a compaction event"
+            previous = sent
+    assert events >= 2, "the window is tight enough for several events"
+    assert breaks <= events

@@ -157,3 +157,20 @@ def test_the_plan_is_monotone_in_the_conversation(seed):
             assert p.events[:len(previous.events)] == previous.events
         previous = p
     assert previous is not None and previous.events
+
+
+@pytest.mark.parametrize("share,most_tail", [(0.05, 1), (1.0, 3)])
+def test_a_budget_event_compacts_the_verbatim_tail_down_to_its_share_of_the_window(services, share, most_tail):
+    """At a budget event the verbatim tail (keep_recent: 3 tool exchanges here) keeps at most
+    `tail_share` of the window, the newest exchange always: a tight window gets more steps per event."""
+    policy = HistoryPolicy(HistoryConfig(max_messages=10**4, max_tokens=10**7, tail_share=share), services)
+    window = 40_000
+    tails = []
+    for sent in agent_loop(40):
+        ex = forward(policy, sent, window=window)
+        if "history.compaction" in ex.action_labels():
+            newest = ex.messages[-2:]
+            assert newest == sent[-2:], "the newest exchange is forwarded verbatim"
+            tails.append(sum(1 for m in ex.messages if m.get("role") == "tool"))
+    assert tails, "the window fills: at least one budget event"
+    assert max(tails) <= most_tail if share < 1 else min(tails) >= most_tail

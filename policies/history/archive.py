@@ -2,10 +2,10 @@
 
 The history policy compacts old turns at rare events (tool results in them become digests inside
 summary blocks). This policy is the budget's last resort for what is left verbatim: when the
-request still passes the budget's `target` after history ran (and the budget had asked for
-compression), tool results above `min_tokens` are replaced, oldest first and those the model
-already answered before the newest, until it fits; past the `aggressive` mark every result whose
-stub is smaller goes. The forwarded tool message keeps its `tool_call_id` (pairs stay intact) and
+request still passes the budget's `compress` mark after history ran, tool results above
+`min_tokens` are replaced, oldest first, until it is under `target`; past the `aggressive` mark
+every result whose stub is smaller goes. The results the model just asked for (after its last
+turn) stay verbatim unless the request would still pass the `reject` mark without them. The forwarded tool message keeps its `tool_call_id` (pairs stay intact) and
 a stub: the ref and a digest of the result by content type (digest.py), with no look-ahead, so the
 same result always gives the same stub. Whenever the forwarded context holds refs, the proxy offers
 `context_recall` (by ref or by query) and answers it from the scratchpad, for at most
@@ -139,28 +139,43 @@ class ArchivePolicy(BasePolicy):
         return known
 
     async def _archive(self, ex: Exchange, messages: list[Message]) -> tuple[list[_Candidate], int | None]:
-        """Stub the chosen results in `messages` (a new list) while the request is over target.
-        Returns what was archived and the request's tokens afterwards (None: not under pressure)."""
+        """Stub the chosen results in `messages` (a new list) when history left the request over the
+        compress mark, down to the target. Returns what was archived and the request's tokens
+        afterwards (None: not under pressure).
+
+        Between compaction events the forwarded history only grows, and every stub written then
+        would change a prefix the provider has cached: the history policy's next event is what
+        makes room, at the compress mark. So the archive starts at that same mark (not at the
+        target, which a growing history passes many steps before its event) and acts only on what
+        history left there (a verbatim tail too big, a first request that arrives big). The results
+        the model just asked for go verbatim unless the request would otherwise be refused."""
         cfg: ArchiveConfig = self.config
         note = ex.notes.budget
         if ex.pressure == "none" or note is None or note.target_at is None:
             return [], None
         total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
-        if total <= note.target_at:
+        if total <= (note.compress_at if note.compress_at is not None else note.target_at):
             return [], total
         aggressive = note.aggressive_at is not None and total >= note.aggressive_at
         earlier, answered, unanswered = await run_cpu(ex.heavy, self._candidates, ex, messages, aggressive)
         done: list[_Candidate] = []
         if aggressive:
-            await self._stub(ex, messages, earlier + answered + unanswered, done)
-            return done, await run_cpu(ex.heavy, self._request_tokens, ex, messages)
-        for cand in [c for c in earlier + answered + unanswered if c.tokens > cfg.min_tokens]:
-            if total <= note.target_at:
-                break
-            await self._stub(ex, messages, [cand], done)
-            known = self._known.get(cand.ref)
-            total -= cand.tokens - (known.stub_tokens if known else 0)
+            await self._stub(ex, messages, earlier + answered, done)
+        else:
+            for cand in [c for c in earlier + answered if c.tokens > cfg.min_tokens]:
+                if total <= note.target_at:
+                    break
+                await self._stub(ex, messages, [cand], done)
+                known = self._known.get(cand.ref)
+                total -= cand.tokens - (known.stub_tokens if known else 0)
         if done:  # exact figure: the first stub also adds the context_recall definition
+            total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
+        if unanswered and note.reject_at is not None and total >= note.reject_at:
+            # the newest results alone would get the request refused: a stub (and recall) beats a 400
+            newest = len(done)
+            await self._stub(ex, messages, unanswered, done)
+            if len(done) > newest:
+                self.record(ex, "newest_archived", results=len(done) - newest)
             total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
         return done, total
 

@@ -56,6 +56,7 @@ class Marks:
     budget_high: int | None = None  # history tokens that trigger a budget event (None: no budget)
     budget_low: int | None = None  # history tokens a budget event brings the history to
     max_age_s: float | None = None
+    budget_tail: int | None = None  # tokens of verbatim tail a budget event keeps (the newest unit always)
 
 
 @dataclass
@@ -170,8 +171,16 @@ def _fire(result: Plan, units: Units, marks: Marks, estimate: Estimate, merge: M
     end = max(start, protect)
     new = _compact(units, marks, estimate, start, end, pinned, k)
     if reason == "budget":
-        # Hysteresis: go on into the verbatim tail (never the newest unit) until under the low mark.
-        while end < k - 1 and _tokens_after(result, new, prefix_tokens, end, k) > (marks.budget_low or 0):
+        # Hysteresis: go on into the verbatim tail (never the newest unit) until under the low mark,
+        # and until the tail holds at most `budget_tail` tokens: the steps until the next event are
+        # (compress mark - what this one leaves) / (what a step adds), and in a tight window a
+        # verbatim tail of a few big tool results is most of what it leaves.
+        def over(end: int, new: list[PlannedSegment]) -> bool:
+            tail = prefix_tokens[k] - prefix_tokens[end]
+            return (_tokens_after(result, new, prefix_tokens, end, k) > (marks.budget_low or 0)
+                    or (marks.budget_tail is not None and tail > marks.budget_tail))
+
+        while end < k - 1 and over(end, new):
             end += 1
             new = _compact(units, marks, estimate, start, end, pinned, k)
     if not new and reason != "budget":

@@ -49,6 +49,9 @@ class HistoryConfig(PolicyConfig):
     max_messages: int = Field(20, ge=1)
     max_tokens: int = Field(2000, ge=1)
     keep_recent: int = Field(6, ge=0)
+    # A budget event (the request at the compress mark) also compacts the verbatim tail down to this share
+    # of the window, the newest exchange always kept: in a tight window it is what makes events rare
+    tail_share: float = Field(0.10, gt=0, le=1)
     max_age_s: float = Field(3600, gt=0)
     summarizer_model: str | None = None
     summarizer_timeout_s: float = Field(20, gt=0)
@@ -157,8 +160,9 @@ class HistoryPolicy(BasePolicy):
         note = ex.notes.budget
         high = note.compress_at - fixed if note is not None and note.compress_at is not None else None
         low = note.target_at - fixed if note is not None and note.target_at is not None else None
+        tail = int(cfg.tail_share * note.window) if note is not None and note.window else None
         marks = Marks(cfg.max_messages, cfg.max_tokens, cfg.keep_recent, cfg.event_min_exchanges, cfg.event_min_tokens,
-                      cfg.max_summaries, high, low, cfg.max_age_s if timed else None)
+                      cfg.max_summaries, high, low, cfg.max_age_s if timed else None, tail)
         costs, sizing = UnitCosts.of(body), cfg.sizing()
         return plan(body.plan_units(), marks, lambda a, b: costs.estimate(sizing, a, b), sizing.roll_up)
 

@@ -149,6 +149,14 @@ def selection_score(metrics: dict) -> float:
     return 0.5 * metrics["dev_macro_f1"] + 0.5 * nat
 
 
+def repo_relative(path: Path) -> str:
+    """A path as the run config records it: relative to the repository when inside it (no machine's home)."""
+    try:
+        return str(path.resolve().relative_to(HERE.parents[1]))
+    except ValueError:
+        return str(path)
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True).stdout.strip()
@@ -314,8 +322,8 @@ def train(args: argparse.Namespace) -> dict:
     generator = torch.Generator().manual_seed(args.seed)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    config.update({"base": str(base), "labels": LABELS, "train_sha256": sha256(args.data / "train.jsonl"),
+    config = {k: (repo_relative(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    config.update({"base": repo_relative(Path(base)), "labels": LABELS, "train_sha256": sha256(args.data / "train.jsonl"),
                    "dev_sha256": sha256(args.data / "dev.jsonl"), "torch": torch.__version__,
                    "transformers": transformers.__version__, "git_commit": git_commit(), "device": str(device),
                    "precision": precision, "total_steps": total})
