@@ -266,13 +266,22 @@ class Exchange:
                 seen.append(a.label)
         return seen
 
+    def forwarded_tools(self) -> list[dict[str, Any]]:
+        """The tools to forward (chat form): the proxy's own tools the list lacks, then the policies' list.
+
+        The proxy's tools go first: the tools policy's list is append-only within a session, and a
+        tool it adds must land at the end for the provider's cached prefix to hold; behind the
+        proxy's tools it would be inserted before them. (context_recall joins at a compaction
+        event, which rewrites the history anyway.)"""
+        tools = list(self.tools or [])
+        known = {(t.get("function") or {}).get("name") for t in tools}
+        return [pt.definition for name, pt in self.proxy_tools.items() if name not in known] + tools
+
     def outgoing_body(self) -> dict[str, Any]:
         """The body to forward: the client's fields, with the policies' messages and tools."""
         body = dict(self.body)
         body["messages"] = self.messages
-        tools = list(self.tools or [])
-        known = {t.get("function", {}).get("name") for t in tools}
-        tools += [pt.definition for name, pt in self.proxy_tools.items() if name not in known]
+        tools = self.forwarded_tools()
         if tools:
             body["tools"] = tools
         else:

@@ -126,7 +126,7 @@ class MessagesHandler(ChatHandler):
         body, parsed = ex.notes.wire
         outgoing = body
         if ex.changed or ex.proxy_tools:
-            outgoing = render_request(body, parsed, ex.messages, _chat_tools(ex))
+            outgoing = render_request(body, parsed, ex.messages, ex.forwarded_tools())
         if ex.stream and not ex.proxy_tools:
             response = await self._post_native(ex, raw if outgoing is body else encode_json(outgoing), stream=True)
             if response.status_code >= 400:
@@ -188,7 +188,7 @@ class MessagesHandler(ChatHandler):
             answers = await rounds.answer(proxy_calls)
             results = [{"type": "tool_result", "tool_use_id": a["tool_call_id"], "content": a["content"]} for a in answers]
             original, parsed = ex.notes.wire
-            tools = render_tools(original, parsed, _chat_tools(ex))  # find_tools appended what it found
+            tools = render_tools(original, parsed, ex.forwarded_tools())  # find_tools appended what it found
             if tools is not UNCHANGED:
                 body["tools"] = tools
             body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": data.get("content") or []},
@@ -333,11 +333,6 @@ def _message_of(data: dict[str, Any], ex: Exchange) -> dict[str, Any]:
             "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)}}
 
 
-def _chat_tools(ex: Exchange) -> list[dict[str, Any]]:
-    """The tools to forward in chat form: the policies' list, then the proxy's own tools it lacks."""
-    tools = list(ex.tools or [])
-    known = {(t.get("function") or {}).get("name") for t in tools}
-    return tools + [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
 
 
 def _error_text(content: bytes) -> str:

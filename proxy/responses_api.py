@@ -112,7 +112,7 @@ class ResponsesHandler(ChatHandler):
         """The Responses body to forward: `body` itself when no policy changed the conversation."""
         if not ex.changed and not ex.proxy_tools:
             return body
-        tools = _chat_tools(ex)
+        tools = ex.forwarded_tools()
         return render_request(body, parsed, ex.messages, tools if (tools or parsed.tools is not None) else None)
 
     async def _upstream_failed(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
@@ -199,7 +199,7 @@ class ResponsesHandler(ChatHandler):
             items += [i for i in data.get("output") or [] if isinstance(i, dict) and i.get("type") in ("reasoning", "function_call")]
             items += [{"type": "function_call_output", "call_id": a["tool_call_id"], "output": a["content"]} for a in answers]
             body = {**body, "input": items, "stream": False}
-            tools = render_tools(ex.notes.wire[1], _chat_tools(ex))  # find_tools appended what it found
+            tools = render_tools(ex.notes.wire[1], ex.forwarded_tools())  # find_tools appended what it found
             if tools is not UNCHANGED and tools:
                 body["tools"] = tools
             response = await self._post(ex, encode_json(body), stream=False)
@@ -216,11 +216,6 @@ class ResponsesHandler(ChatHandler):
         return data
 
 
-def _chat_tools(ex: Exchange) -> list[dict[str, Any]]:
-    """The tools to forward in chat form: the policies' list, then the proxy's own tools it lacks."""
-    tools = list(ex.tools or [])
-    known = {(t.get("function") or {}).get("name") for t in tools}
-    return tools + [pt.definition for name, pt in ex.proxy_tools.items() if name not in known]
 
 
 

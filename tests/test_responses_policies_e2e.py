@@ -110,8 +110,8 @@ def test_a_long_agent_run_is_compacted_with_its_pairs_intact(fake, start_proxy):
             events.append(step)
         body = fake.responses_requests[-1]
         sent = body["input"]
-        assert body["instructions"] == INSTRUCTIONS and body["tools"][:2] == AGENT_TOOLS
-        assert [t["name"] for t in body["tools"][2:]] in ([], ["context_recall"])  # the archive's own tool
+        assert body["instructions"] == INSTRUCTIONS and body["tools"][-2:] == AGENT_TOOLS
+        assert [t["name"] for t in body["tools"][:-2]] in ([], ["context_recall"])  # the archive's own tool, first
         assert not [i for i in sent if i.get("role") in ("system", "developer")], "a system item after `instructions`"
         assert_pairs_intact(sent)
         assert sent[-2:] == items[-2:]  # the latest call and its output, verbatim
@@ -147,11 +147,11 @@ def assert_found_by_the_proxy(fake, tools: list[dict[str, Any]]) -> None:
     first, inner = fake.responses_requests
     names_first = [t["name"] for t in first["tools"]]
     names_inner = [t["name"] for t in inner["tools"]]
-    assert len(names_first) < 45 and "get_tide_times" not in names_first and names_first[-1] == FIND_TOOLS
-    # The second request: the first list, the found tool appended (find_tools still last), as the
-    # client wrote it ...
-    assert names_inner[: len(names_first) - 1] == names_first[:-1]
-    assert "get_tide_times" in names_inner[len(names_first) - 1:] and names_inner[-1] == FIND_TOOLS
+    assert len(names_first) < 45 and "get_tide_times" not in names_first and names_first[0] == FIND_TOOLS
+    # The second request: the first list, the found tool appended at the end (the proxy's tools come
+    # first, so the list only grows at its end), as the client wrote it ...
+    assert names_inner[: len(names_first)] == names_first
+    assert "get_tide_times" in names_inner[len(names_first):]
     assert next(t for t in inner["tools"] if t["name"] == "get_tide_times") == responses_tool(TIDE)
     assert inner["stream"] is False and inner["model"] == MODEL
     # ... and the find_tools call with its output, in the Responses shape, after the first input.

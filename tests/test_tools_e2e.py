@@ -48,7 +48,7 @@ def test_45_tools_become_at_most_max_k_and_include_the_right_one(fake, start_pro
         forwarded = names(fake.chat_requests[-1]["tools"])
         assert 1 <= len(forwarded) - 1 <= MAX_K, (query, forwarded)
         assert right in forwarded, (query, forwarded)
-        assert forwarded[-1] == FIND_TOOLS  # the search tool comes last, after the client's tools
+        assert forwarded[0] == FIND_TOOLS  # the proxy's tool comes first: the client's list grows at its end
         actions = raw.headers["x-ctxwarden-actions"].split(",")
         assert "tools.confusion" in actions and "tools.filter" in actions
     telemetry = proxy.app.state.telemetry

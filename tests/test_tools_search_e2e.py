@@ -39,10 +39,11 @@ def test_a_tool_found_through_the_search_tool_is_callable_in_the_next_step(fake,
     fake.reply(tool_calls=[{"name": "get_tide_times", "arguments": '{"beach": "La Concha"}'}])
     raw = create(client, turn)
     first, inner = fake.chat_requests[-2:]
-    assert "get_tide_times" not in names(first["tools"]) and names(first["tools"])[-1] == FIND_TOOLS
-    # The proxy answered find_tools and asked again: same list, the found tool appended, find_tools still last.
-    assert names(inner["tools"])[: len(first["tools"]) - 1] == names(first["tools"])[:-1]
-    assert "get_tide_times" in names(inner["tools"]) and names(inner["tools"])[-1] == FIND_TOOLS
+    assert "get_tide_times" not in names(first["tools"]) and names(first["tools"])[0] == FIND_TOOLS
+    # The proxy answered find_tools and asked again: the same list, the found tool appended at its end
+    # (the proxy's own tools come first, so the cached prefix holds).
+    assert names(inner["tools"])[: len(first["tools"])] == names(first["tools"])
+    assert "get_tide_times" in names(inner["tools"])[len(first["tools"]):]
     answer = inner["messages"][-1]
     assert answer["role"] == "tool" and "get_tide_times" in answer["content"]
     # The client sees the call to its own tool, never the search.
@@ -118,6 +119,6 @@ def test_a_hidden_tool_the_model_calls_still_reaches_the_client(fake, start_prox
              {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "Leo: a sunny weekend."}]
     raw = create(client, turn)
     after = names(fake.chat_requests[-1]["tools"])
-    # It joins after what was there (first in the appended block), find_tools stays last.
-    assert after[: len(first) - 1] == first[:-1] and after[len(first) - 1] == "get_horoscope" and after[-1] == FIND_TOOLS
+    # It joins after what was there (first in the appended block); find_tools stays first.
+    assert after[: len(first)] == first and after[len(first)] == "get_horoscope" and after[0] == FIND_TOOLS
     assert "tools.list_changed" in raw.headers["x-ctxwarden-actions"].split(",")
