@@ -218,10 +218,10 @@ def test_find_tools_is_answered_by_the_proxy_on_the_native_route(fake, start_pro
     first, inner = fake.messages_requests
     names_first = [t["name"] for t in first["tools"]]
     names_inner = [t["name"] for t in inner["tools"]]
-    assert len(names_first) < 45 and "get_tide_times" not in names_first and names_first[-1] == FIND_TOOLS
-    # The second request: the same list, the found tool appended (find_tools still last) ...
-    assert names_inner[: len(names_first) - 1] == names_first[:-1]
-    assert "get_tide_times" in names_inner[len(names_first) - 1:] and names_inner[-1] == FIND_TOOLS
+    assert len(names_first) < 45 and "get_tide_times" not in names_first and names_first[0] == FIND_TOOLS
+    # The second request: the same list, the found tool appended at its end (find_tools stays first) ...
+    assert names_inner[: len(names_first)] == names_first  # the found tool appended at the end: the prefix holds
+    assert "get_tide_times" in names_inner[len(names_first):]
     assert next(t for t in inner["tools"] if t["name"] == "get_tide_times") == anthropic_tool(TIDE)  # as the client sent it
     # ... and the find_tools call with its tool_result, in Anthropic's shape.
     assert inner["messages"][:-2] == first["messages"]
