@@ -224,3 +224,20 @@ def test_the_cli_makes_and_revokes_keys_a_running_server_sees_within_a_second(ke
     while httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers=headers).status_code == 200:
         assert time.monotonic() - revoked_at < 1.0, "still served a second after revocation"
         time.sleep(0.05)
+
+
+def test_a_key_made_or_revoked_through_the_admin_api_counts_from_the_next_request(keyed, monkeypatch):
+    """No waiting for the periodic re-read or the unknown-key re-read (both switched off here): CI
+    once saw a key made a moment before refused with 401, the unknown-key re-read throttled."""
+    from ctxwarden.proxy.keys import gate as gate_module
+
+    monkeypatch.setattr(gate_module, "REFRESH_S", 3600.0)
+    monkeypatch.setattr(gate_module, "UNKNOWN_REFRESH_S", 3600.0)
+    proxy = keyed()
+    for _ in range(3):
+        key, record = make_key(proxy)
+        ok = httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers={"authorization": f"Bearer {key}"})
+        assert ok.status_code == 200, ok.text
+        httpx.delete(f"{proxy.url}/admin/keys/{record['id']}", headers=ADMIN).raise_for_status()
+        gone = httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers={"authorization": f"Bearer {key}"})
+        assert gone.status_code == 401

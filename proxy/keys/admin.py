@@ -44,6 +44,7 @@ def key_routes(gate: KeyGate, require_admin: Any) -> list[Route]:
             raise ProxyError(400, "invalid_request", str(exc)) from exc
         assert gate.store is not None
         await asyncio.to_thread(gate.store.add, record)
+        await gate.reload()
         return JSONResponse({"key": secret, **record.public(),
                              "note": "The key is shown this once; the proxy keeps only its hash."}, status_code=201)
 
@@ -51,6 +52,7 @@ def key_routes(gate: KeyGate, require_admin: Any) -> list[Route]:
         require_admin(request)
         assert gate.store is not None
         record = await asyncio.to_thread(gate.store.revoke, request.path_params["key_id"])
+        await gate.reload()
         if record is None:
             raise ProxyError(404, "not_found", f"No key {request.path_params['key_id']!r}.")
         return JSONResponse(record.public())

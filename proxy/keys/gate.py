@@ -114,6 +114,11 @@ class KeyGate:
             if time.monotonic() - self.read_at >= REFRESH_S or force:
                 await asyncio.to_thread(self._refresh)
 
+    async def reload(self) -> None:
+        """Read the store now: a key made or revoked through this process counts from its next request
+        (not only once the periodic or the unknown-key re-read comes round)."""
+        await self._fresh(force=True)
+
     async def authenticate(self, secret: str | None) -> KeyRecord:
         """The active record of `secret`; ProxyError 401 for a missing, unknown or revoked key."""
         if not secret:
