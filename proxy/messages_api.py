@@ -333,8 +333,6 @@ def _message_of(data: dict[str, Any], ex: Exchange) -> dict[str, Any]:
             "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)}}
 
 
-
-
 def _error_text(content: bytes) -> str:
     return content.decode("utf-8", errors="replace").strip()[:500]
 

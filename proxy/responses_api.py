@@ -216,9 +216,6 @@ class ResponsesHandler(ChatHandler):
         return data
 
 
-
-
-
 def _add(total: dict[str, int], usage: Any) -> None:
     for key in ("input_tokens", "output_tokens", "total_tokens"):
         if isinstance(usage, dict) and isinstance(usage.get(key), int):

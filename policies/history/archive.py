@@ -5,7 +5,8 @@ summary blocks). This policy is the budget's last resort for what is left verbat
 request still passes the budget's `compress` mark after history ran, tool results above
 `min_tokens` are replaced, oldest first, until it is under `target`; past the `aggressive` mark
 every result whose stub is smaller goes. The results the model just asked for (after its last
-turn) stay verbatim unless the request would still pass the `reject` mark without them. The forwarded tool message keeps its `tool_call_id` (pairs stay intact) and
+turn) stay verbatim unless the request would still pass the `reject` mark without them. The
+forwarded tool message keeps its `tool_call_id` (pairs stay intact) and
 a stub: the ref and a digest of the result by content type (digest.py), with no look-ahead, so the
 same result always gives the same stub. Whenever the forwarded context holds refs, the proxy offers
 `context_recall` (by ref or by query) and answers it from the scratchpad, for at most

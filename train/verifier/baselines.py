@@ -212,7 +212,7 @@ class KBScorers:
             self.nli = NLIChecker(NLIConfig(model_path=str(nli)))
 
     def nli_score(self, claims) -> float:
-        from ctxwarden.policies.poisoning.checkers.nli import CONTRADICTION, ENTAILMENT, hypothesis
+        from ctxwarden.policies.poisoning.checkers.nli import hypothesis
 
         if self.windows:
             from dataclasses import replace
@@ -223,13 +223,10 @@ class KBScorers:
         if not pairs:
             return 0.0
         probs = self.nli.model.probabilities(pairs)
-        con, ent = self.nli._column[CONTRADICTION], self.nli._column[ENTAILMENT]
         best, row = 0.0, 0
-        for c in todo:
-            block = probs[row:row + len(c.evidence)]
+        for c in todo:  # the evidence the checker's verdict reads, per claim
+            best = max(best, self.nli.surest(probs[row:row + len(c.evidence)])[1])
             row += len(c.evidence)
-            pick = int(np.argmax(np.maximum(block[:, con], block[:, ent])))
-            best = max(best, float(block[pick, con]))
         return best
 
     def score(self, s: EvalSet) -> dict[str, list[float]]:

@@ -100,13 +100,18 @@ class NLIChecker:
             row += len(claim.evidence)
         return out
 
-    def verdict(self, claim: ClaimToCheck, probs: np.ndarray) -> ClaimVerdict:
-        """The verdict from the probabilities of each of the claim's evidence passages."""
+    def surest(self, probs: np.ndarray) -> tuple[int, float, float]:
+        """Of one claim's evidence passages (rows of `probs`), the one the model is surest about
+        (highest of P(contradiction), P(entailment)): its row, P(contradiction), P(entailment)."""
         p_con = probs[:, self._column[CONTRADICTION]]
         p_ent = probs[:, self._column[ENTAILMENT]]
         best = int(np.argmax(np.maximum(p_con, p_ent)))
+        return best, float(p_con[best]), float(p_ent[best])
+
+    def verdict(self, claim: ClaimToCheck, probs: np.ndarray) -> ClaimVerdict:
+        """The verdict from the probabilities of each of the claim's evidence passages."""
+        best, con, ent = self.surest(probs)
         ev, row = claim.evidence[best], probs[best]
-        con, ent = float(p_con[best]), float(p_ent[best])
         if con >= ent and con >= CONTRADICTION_FLOOR:
             return ClaimVerdict(claim.text, CONTRADICTED, con, ev.sentence, ev.id, kind="contradicted", checker=self.name)
         if ent > con and ent >= float(row.max()):
