@@ -73,7 +73,7 @@ def component_tokens(ex: Exchange, services: Services) -> dict[str, int]:
         "system": sum(count(m) for m in msgs[:n_sys]),
         "history": sum(count(m) for m in msgs[n_sys:query_from]),
         "query": sum(count(m) for m in msgs[query_from:]),
-        "tools": sum(count(t, is_tool=True) for t in [*(ex.tools or []), *(pt.definition for pt in ex.proxy_tools.values())]),
+        "tools": sum(count(t, is_tool=True) for t in ex.forwarded_tools()),
     }
 
 

@@ -182,7 +182,7 @@ class ArchivePolicy(BasePolicy):
 
     def _request_tokens(self, ex: Exchange, messages: list[Message]) -> int:
         tokens = self.services.tokens
-        tools = list(ex.tools or []) + [pt.definition for pt in ex.proxy_tools.values()]
+        tools = ex.forwarded_tools()
         if refs_in(messages) and RECALL_TOOL["function"]["name"] not in ex.proxy_tools:
             tools.append(RECALL_TOOL)
         return tokens.count_messages(messages, ex.model) + tokens.count_tools(tools, ex.model)
