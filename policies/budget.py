@@ -37,7 +37,7 @@ class ComponentBudgets(BaseModel):
 
 class BudgetConfig(PolicyConfig):
     warn: float = Field(0.70, gt=0, le=1)
-    compress: float = Field(0.80, gt=0, le=1)
+    compress: float = Field(0.85, gt=0, le=1)
     aggressive: float = Field(0.90, gt=0, le=1)
     reject: float = Field(0.95, gt=0, le=1.5)
     target: float = Field(0.60, gt=0, le=1)

@@ -174,3 +174,31 @@ def test_a_budget_event_compacts_the_verbatim_tail_down_to_its_share_of_the_wind
             tails.append(sum(1 for m in ex.messages if m.get("role") == "tool"))
     assert tails, "the window fills: at least one budget event"
     assert max(tails) <= most_tail if share < 1 else min(tails) >= most_tail
+
+
+def test_budget_events_roll_the_blocks_up_to_their_share_and_recall_still_finds_every_result(services):
+    """A long loop in a tight window: every budget event adds a block, and blocks left to grow become most
+    of what an event leaves, so events come ever closer. They are rolled up to `blocks_share` of the
+    window instead (an event rewrites the history from the first block anyway), and a query still
+    finds a record of a result whose digest line the roll-up dropped (the span's archive names it)."""
+    window, share = 32_000, 0.05
+    policy = HistoryPolicy(HistoryConfig(max_messages=10**4, max_tokens=10**7, blocks_share=share), services)
+    counter = services.tokens
+    events, summary_tokens, merges = [], [], 0
+    for i, sent in enumerate(agent_loop(90)):
+        ex = forward(policy, sent, window=window)
+        if "history.compaction" in ex.action_labels():
+            events.append(i)
+            merges += "history.merge" in ex.action_labels()
+            summary_tokens.append(sum(counter.count_text(s, "gpt-4o") for m in ex.messages for s in summary_sections(m)))
+    assert len(events) >= 4, "the window fills several times"
+    assert merges >= len(events) - 1, "every event after the first rolls the blocks up"
+    # The first event writes one block (its size is the summary's own budget); from the second on, the
+    # blocks are rolled up to the share, plus the header (who wrote it, the span refs: one per event)
+    assert max(summary_tokens[1:]) <= share * window + 15 * len(events) + 60, summary_tokens
+    gaps = [b - a for a, b in zip(events, events[1:])]
+    assert min(gaps[1:]) >= max(2, gaps[0] // 2), f"events came ever closer: {events}"
+    forwarded = json.dumps(ex.messages)
+    assert "ZX9-KD41" not in forwarded
+    answer = asyncio.run(ex.proxy_tools["context_recall"].handler(ex, json.dumps({"query": "tracking of order ORD-471147"})))
+    assert "ZX9-KD41" in answer

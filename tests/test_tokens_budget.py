@@ -75,7 +75,7 @@ def _exchange(words: int, window: int) -> Exchange:
     return Exchange(request_id="r", model="m", messages=msgs, tools=None, body={}, context_window=window)
 
 
-@pytest.mark.parametrize("words, pressure", [(100, "none"), (790, "compress"), (890, "aggressive")])
+@pytest.mark.parametrize("words, pressure", [(100, "none"), (840, "compress"), (890, "aggressive")])
 async def test_budget_sets_pressure_by_threshold(tokens, words, pressure):
     policy = BudgetPolicy(BudgetConfig(), Services(tokens=tokens, metrics=Counting()), compressors=["history"])
     ex = _exchange(words, 1000)

@@ -57,6 +57,7 @@ class Marks:
     budget_low: int | None = None  # history tokens a budget event brings the history to
     max_age_s: float | None = None
     budget_tail: int | None = None  # tokens of verbatim tail a budget event keeps (the newest unit always)
+    budget_blocks: int | None = None  # tokens of summary blocks a budget event leaves (more: they are rolled up to it)
 
 
 @dataclass
@@ -189,10 +190,19 @@ def _fire(result: Plan, units: Units, marks: Marks, estimate: Estimate, merge: M
     merged = False
     after = _tokens_after(result, [], prefix_tokens, end, k)
     over_low = reason == "budget" and after > (marks.budget_low or 0)
-    if sum(1 for s in result.segments if s.kind == "block") > marks.max_summaries or over_low:
-        # Under the budget, the roll-up gets what is left of the low mark once the rest is counted.
-        rolled = sum(s.tokens for s in result.segments if s.start < pinned or pinned < 0)
-        cap = (marks.budget_low or 0) - (after - rolled) if over_low else None
+    # Every budget event adds a block, and in a long agent loop the blocks would grow until they are most
+    # of what an event leaves, so events come ever closer (the steps until the next one are the compress
+    # mark less what an event leaves, over what a step adds). An event already rewrites the forwarded
+    # history from the first block on, so rolling the blocks up to a fixed size then costs the cache nothing.
+    blocks = sum(s.tokens for s in result.segments if s.kind == "block")
+    over_blocks = reason == "budget" and marks.budget_blocks is not None and blocks > marks.budget_blocks
+    if sum(1 for s in result.segments if s.kind == "block") > marks.max_summaries or over_low or over_blocks:
+        def cap(rolled: int) -> int | None:
+            # Under the budget, the roll-up gets what is left of the low mark once the rest is counted.
+            caps = [(marks.budget_low or 0) - (after - rolled)] if over_low else []
+            if over_blocks:
+                caps.append(marks.budget_blocks or 0)
+            return min(caps) if caps else None
         merged = _roll_up(result, merge, k, pinned, cap)
     if end == start and not merged:
         return  # nothing left to compact: not an event (the budget's final check has the last word)
@@ -239,17 +249,22 @@ def _run(units: Units, estimate: Estimate, a: int, b: int, k: int) -> PlannedSeg
     return PlannedSegment("block", a, b, k, summary, 1)
 
 
-def _roll_up(result: Plan, merge: Merge, k: int, pinned: int, cap: int | None = None) -> bool:
-    """Merge the frozen layout before the current user message (blocks, kept units, trimmed
-    units) into one block: the bound on blocks, and the budget's last resort. Rare by design: it
-    rewrites the cached prefix, which only an event may do."""
+def _roll_up(result: Plan, merge: Merge, k: int, pinned: int, cap: Callable[[int], int | None]) -> bool:
+    """Merge a run of the frozen layout (blocks, kept units, trimmed units) into one block: the bound on
+    blocks, and the budget's last resort. The current user message stays verbatim and in place, so the
+    run is the layout before it or, when that has nothing to merge (an agent loop: one task message,
+    then only calls and results), the layout after it. Rare by design: it rewrites the cached prefix,
+    which only an event may do. `cap(tokens of the run)` bounds the merged block."""
     segs = result.segments
-    end = next((i for i, s in enumerate(segs) if s.start == pinned and s.kind == "keep"), len(segs))
-    children = tuple(s for s in segs[:end] if s.kind != "trim")
-    if len(children) < 2 or not any(c.kind == "block" for c in children):
-        return False
-    tokens = merge([c.tokens for c in children])
-    if cap is not None:
-        tokens = max(ROLL_UP_FLOOR, min(tokens, cap))
-    segs[:end] = [PlannedSegment("block", segs[0].start, segs[end - 1].end, k, tokens, 1, children)]
-    return True
+    at = next((i for i, s in enumerate(segs) if s.start == pinned and s.kind == "keep"), len(segs))
+    for first, end in ((0, at), (at + 1, len(segs))):
+        children = tuple(s for s in segs[first:end] if s.kind != "trim")
+        if len(children) < 2 or not any(c.kind == "block" for c in children):
+            continue
+        tokens = merge([c.tokens for c in children])
+        limit = cap(sum(c.tokens for c in children))
+        if limit is not None:
+            tokens = max(ROLL_UP_FLOOR, min(tokens, limit))
+        segs[first:end] = [PlannedSegment("block", segs[first].start, segs[end - 1].end, k, tokens, 1, children)]
+        return True
+    return False

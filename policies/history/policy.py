@@ -52,6 +52,8 @@ class HistoryConfig(PolicyConfig):
     # A budget event (the request at the compress mark) also compacts the verbatim tail down to this share
     # of the window, the newest exchange always kept: in a tight window it is what makes events rare
     tail_share: float = Field(0.10, gt=0, le=1)
+    # ... and rolls the summary blocks up to this share of the window when they hold more
+    blocks_share: float = Field(0.05, gt=0, le=1)
     max_age_s: float = Field(3600, gt=0)
     summarizer_model: str | None = None
     summarizer_timeout_s: float = Field(20, gt=0)
@@ -160,9 +162,11 @@ class HistoryPolicy(BasePolicy):
         note = ex.notes.budget
         high = note.compress_at - fixed if note is not None and note.compress_at is not None else None
         low = note.target_at - fixed if note is not None and note.target_at is not None else None
-        tail = int(cfg.tail_share * note.window) if note is not None and note.window else None
+        window = note.window if note is not None and note.window else None
+        tail = int(cfg.tail_share * window) if window else None
+        blocks = int(cfg.blocks_share * window) if window else None
         marks = Marks(cfg.max_messages, cfg.max_tokens, cfg.keep_recent, cfg.event_min_exchanges, cfg.event_min_tokens,
-                      cfg.max_summaries, high, low, cfg.max_age_s if timed else None, tail)
+                      cfg.max_summaries, high, low, cfg.max_age_s if timed else None, tail, blocks)
         costs, sizing = UnitCosts.of(body), cfg.sizing()
         return plan(body.plan_units(), marks, lambda a, b: costs.estimate(sizing, a, b), sizing.roll_up)
 
@@ -308,8 +312,10 @@ class HistoryPolicy(BasePolicy):
         for r in results:
             self.scratchpad.put(ex.tenant, r.ref, r.text, owner, kind="tool_result", tool_call_id=r.tool_call_id)
         ref = span_ref(key)
-        self.scratchpad.put(ex.tenant, ref, render_transcript(said, limit=10**9), owner, kind="history_span",
-                            messages=len(said))
+        transcript = render_transcript(said, limit=10**9)
+        if results:  # what recall searches through this span's ref, once a roll-up has dropped their lines
+            transcript += "\n[tool results of this span: " + ", ".join(f"ref={r.ref}" for r in results) + "]"
+        self.scratchpad.put(ex.tenant, ref, transcript, owner, kind="history_span", messages=len(said))
         return (ref,)
 
     def _note_fallback(self, ex: Exchange, result: SummaryResult) -> None:
@@ -334,8 +340,11 @@ class HistoryPolicy(BasePolicy):
         after = fixed + self._forwarded_history_tokens(ex, body)
         last = layout.events[-1]
         if last.at == len(body.units):  # this request is itself a compaction event
+            # What the event bought: the growth the request can take before the compress mark fires the next one
+            note = ex.notes.budget
+            headroom = note.compress_at - after if note is not None and note.compress_at is not None else None
             self.record(ex, "compaction", reason=last.reason, events=len(layout.events), frontier_messages=body.span(last.end, last.end)[0],
-                        merged=last.merged, tokens_before=before, tokens_after=after)
+                        merged=last.merged, tokens_before=before, tokens_after=after, headroom_tokens=headroom)
             self.services.metrics.add("ctxwarden.compaction.events", 1, reason=last.reason)
             if last.merged:
                 self.record(ex, "merge", blocks=sum(1 for s in layout.segments if s.kind == "block"))

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from ..base import Exchange, ProxyTool, Services
 from .archive_search import ArchiveSearch, render_hits
-from .scratchpad import RECALL_TOOL_NAME, Scratchpad, owner_of, refs_in
+from .scratchpad import REF_RE, RECALL_TOOL_NAME, Scratchpad, owner_of, refs_in
 
 VALID_REF = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
@@ -45,6 +45,7 @@ RecordFn = Callable[..., Any]
 
 
 SEARCH_HITS = 5
+MAX_SEARCHED = 2000  # archived texts one search reads, at most
 _search = ArchiveSearch()
 
 
@@ -81,10 +82,18 @@ def recall_handler(pad: Scratchpad, record: RecordFn) -> Callable[[Exchange, str
 async def _search_archive(ex: Exchange, pad: Scratchpad, record: RecordFn, ref: str, query: str) -> str:
     refs = [ref] if ref else refs_in(ex.messages)
     docs, owner = {}, owner_of(ex)
-    for r in refs:
+    while refs and len(docs) < MAX_SEARCHED:
+        r = refs.pop(0)
+        if r in docs:
+            continue
         text = await pad.get(ex.tenant, r, owner)
-        if text is not None:
-            docs[r] = text
+        if text is None:
+            continue
+        docs[r] = text
+        if r.startswith("hs_"):
+            # An archived span names the tool results it held: a roll-up keeps the span's ref in the
+            # context but may drop the lines that named its results, which are still this conversation's.
+            refs += [x for x in REF_RE.findall(text) if x.startswith("ar_") and x not in docs]
     hits = await asyncio.to_thread(_search.search, docs, query, SEARCH_HITS)
     record(ex, "recall_search", refs=len(docs), hits=len(hits))
     if not hits:
