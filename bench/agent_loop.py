@@ -21,7 +21,7 @@ Printed per run and overall:
 - prefix-stable rate: steps whose forwarded request starts with the previous step's forwarded
   request (tools and messages; Responses: instructions, tools, input items; Messages: system,
   tools, turns), i.e. what a provider's prompt cache could reuse;
-- compaction events (requests that rewrote history);
+- compaction events (requests that rewrote history), and the steps each one bought (until the next);
 - forwarded / raw tokens over the last 10 steps;
 - planted facts retained: in the forwarded text, or through the recall tool (actually called);
 - requests over the model's window (forwarded tokens > window, or refused with 400).
@@ -136,6 +136,7 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
     firsts: list[dict[str, Any]] = []  # the first forwarded request of each step
     raw_tokens: list[int] = []
     refused = events = 0
+    event_steps: list[int] = []
     for step in range(steps):
         kind = TOOLS[rng.randrange(len(TOOLS))]
         say = rng.choice(["Checking the next source.", "Let me look at this.", ""])
@@ -149,7 +150,9 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
         if response.status_code != 200:
             refused += 1
             continue
-        events += "history.compaction" in response.headers.get("x-ctxwarden-actions", "")
+        if "history.compaction" in response.headers.get("x-ctxwarden-actions", ""):
+            events += 1
+            event_steps.append(step)
         if len(model.received) == before:
             raise SystemExit(f"step {step}: the proxy answered without the model: {response.headers.get('x-ctxwarden-actions')} {response.text[:300]}")
         firsts.append(model.received[before])
@@ -161,7 +164,9 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
                         "content": make_result(rng, kind["function"]["name"], tokens, fact)})
         if fact:
             facts.append(fact)
-    return _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events, api)
+    result = _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events, api)
+    result["bought"] = [b - a for a, b in zip(event_steps, event_steps[1:])]  # steps each event bought
+    return result
 
 
 def _score(client: httpx.Client, model: ScriptedModel, history: list, facts: list[Fact], firsts: list,
@@ -209,7 +214,7 @@ def main() -> None:
                   f"compaction events {r['events']}; forwarded/raw (last 10 steps) {r['ratio']:.3f} "
                   f"(last step {r['fwd_last']:,} of {r['raw_last']:,} tokens); facts retained "
                   f"{r['in_text'] + r['recalled']}/{r['facts']} ({r['in_text']} in text, {r['recalled']} by recall); "
-                  f"requests over the window {r['over']}", flush=True)
+                  f"requests over the window {r['over']}; steps each event bought {r['bought']}", flush=True)
     finally:
         proxy.stop()
     stable = sum(r["stable"] for r in results) / sum(r["pairs"] for r in results)

@@ -216,7 +216,7 @@ def compressed_traffic(proxy) -> None:
 
 
 def pressure_config() -> dict:
-    window = window_for(agent_conversation(60), 0.85)
+    window = window_for(agent_conversation(60), 0.87)
     return {"models": {"gpt-4o": {"context_window": window}, "my-llama": {"context_window": 8192}},
             "policies": policies_off("history", "archive")}
 

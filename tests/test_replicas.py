@@ -47,7 +47,7 @@ def topology(fake, tmp_path_factory):
     config = {"upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None, "retries": 0},
               "storage": {"chroma_url": chroma.url}, "state": {"redis_url": f"redis://127.0.0.1:{redis.port}/0"},
               "policies": replica_policies(),
-              "models": {SMALL_MODEL: {"context_window": window_for(archived_conversation(), 0.85)}}}
+              "models": {SMALL_MODEL: {"context_window": window_for(archived_conversation(), 0.87)}}}
     env = {"CTXWARDEN_ADMIN_KEY": ADMIN_KEY}
     replicas = []
     try:
