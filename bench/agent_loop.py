@@ -137,6 +137,7 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
     raw_tokens: list[int] = []
     refused = events = 0
     event_steps: list[int] = []
+    newest = newest_verbatim = 0  # steps answering a tool call: was that result forwarded as the client sent it?
     for step in range(steps):
         kind = TOOLS[rng.randrange(len(TOOLS))]
         say = rng.choice(["Checking the next source.", "Let me look at this.", ""])
@@ -156,6 +157,10 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
         if len(model.received) == before:
             raise SystemExit(f"step {step}: the proxy answered without the model: {response.headers.get('x-ctxwarden-actions')} {response.text[:300]}")
         firsts.append(model.received[before])
+        if history[-1].get("role") == "tool":
+            newest += 1
+            forwarded_last = conversation(api, model.received[before])["messages"][-1]
+            newest_verbatim += content_text(forwarded_last) == history[-1]["content"]
         answer, _ = read_answer(api, response.json())
         history.append(answer)
         tokens = rng.randint(300, 4000)
@@ -166,6 +171,7 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
             facts.append(fact)
     result = _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events, api)
     result["bought"] = [b - a for a, b in zip(event_steps, event_steps[1:])]  # steps each event bought
+    result["newest"], result["newest_verbatim"] = newest, newest_verbatim
     return result
 
 
@@ -214,7 +220,8 @@ def main() -> None:
                   f"compaction events {r['events']}; forwarded/raw (last 10 steps) {r['ratio']:.3f} "
                   f"(last step {r['fwd_last']:,} of {r['raw_last']:,} tokens); facts retained "
                   f"{r['in_text'] + r['recalled']}/{r['facts']} ({r['in_text']} in text, {r['recalled']} by recall); "
-                  f"requests over the window {r['over']}; steps each event bought {r['bought']}", flush=True)
+                  f"requests over the window {r['over']}; newest result verbatim {r['newest_verbatim']}/{r['newest']}; "
+                  f"steps each event bought {r['bought']}", flush=True)
     finally:
         proxy.stop()
     stable = sum(r["stable"] for r in results) / sum(r["pairs"] for r in results)
@@ -223,6 +230,7 @@ def main() -> None:
     print(f"\nALL ({args.api}) {len(results)} runs × {args.steps} steps (window {args.window:,}): prefix-stable {stable:.3f} (target ≥ 0.90); "
           f"forwarded/raw last 10 steps {ratio:.3f} (≤ 0.35); facts retained {kept:.1%} (≥ 95%); "
           f"requests over the window {sum(r['over'] for r in results)} (0); "
+          f"newest result verbatim {sum(r['newest_verbatim'] for r in results)}/{sum(r['newest'] for r in results)}; "
           f"compaction events per run {sum(r['events'] for r in results) / len(results):.1f}")
 
 
