@@ -1,4 +1,4 @@
-"""A live agent loop for bench/overhead.py: 60 steps, each with a new 1–4k-token tool result.
+"""A live agent loop for bench/overhead.py: 60 steps, each with a new 300–4,000-token tool result.
 
 Each step's request is the whole history so far, sent once, as an agent sends it: what the proxy
 has seen before is the earlier steps, and the newest tool result is new to it.
@@ -23,15 +23,36 @@ TOOLS = [{"type": "function", "function": {"name": f"tool_{i}", "description": f
          for i, w in enumerate(WORDS[:12])]
 
 
+CODE = ("def {f}(items, limit={n}):\n    \"\"\"{w} {v} by {u}.\"\"\"\n    out = []\n    for item in items:\n"
+        "        if item.get('{w}') and item['{v}'] > limit:\n            out.append(item['{u}'])\n    return sorted(out)\n\n")
+
+
 def tool_result(rng: random.Random, step: int) -> str:
-    """1–4k tokens: a JSON list of records or a log, as tools return them."""
-    size = rng.randint(1000, 4000)
-    if rng.random() < 0.5:
-        items = [{"id": f"r{step}-{i}", "status": rng.choice(WORDS), "amount": rng.randint(1, 9999),
-                  "note": " ".join(rng.choices(WORDS, k=6))} for i in range(size // 30)]
+    """300–4,000 tokens (~4 characters each) of what tools return: a JSON list of records, a log,
+    source code or prose, in turn at random."""
+    chars = 4 * rng.randint(300, 4000)
+    kind = rng.choice(("json", "log", "code", "prose"))
+    if kind == "json":
+        items, size = [], 2
+        while size < chars:
+            items.append({"id": f"r{step}-{len(items)}", "status": rng.choice(WORDS), "amount": rng.randint(1, 9999),
+                          "note": " ".join(rng.choices(WORDS, k=6))})
+            size += len(json.dumps(items[-1])) + 2
         return json.dumps(items)
-    return "\n".join(f"2026-11-24T10:{i % 60:02d}:00 {rng.choice(['INFO', 'WARN', 'ERROR'])} "
-                     + " ".join(rng.choices(WORDS, k=8)) for i in range(size // 14))
+    parts: list[str] = []
+    size = 0
+    while size < chars:
+        if kind == "log":
+            part = (f"2026-11-24T10:{len(parts) % 60:02d}:{rng.randint(0, 59):02d} {rng.choice(['INFO', 'WARN', 'ERROR'])} "
+                    + " ".join(rng.choices(WORDS, k=8)) + "\n")
+        elif kind == "code":
+            w, v, u = rng.sample(WORDS, 3)
+            part = CODE.format(f=f"{w}_{v}_{step}_{len(parts)}", n=rng.randint(1, 999), w=w, v=v, u=u)
+        else:
+            part = " ".join(rng.choices(WORDS, k=rng.randint(8, 20))).capitalize() + ". "
+        parts.append(part)
+        size += len(part)
+    return "".join(parts)
 
 
 def conversation(seed: int, steps: int) -> list[list[dict]]:
@@ -61,6 +82,12 @@ def added_by_step(direct: str, proxied: str, runs: int = 4, steps: int = 60) -> 
             session = {**HEADERS, "x-ctxwarden-session": f"agent-loop-{run}"}
             for k, messages in enumerate(conversation(1000 + run, steps), start=1):
                 raw = json.dumps({"model": "gpt-4o", "messages": messages, "tools": TOOLS}).encode()
+                # The model answers with its next tool call, as an agent's model does mid-task (the
+                # fake's default echoes the last user message, notes the proxy appended included:
+                # an answer that grows with the history, which no agent gets back).
+                call = {"id": f"call_next_{k}", "name": TOOLS[k % len(TOOLS)]["function"]["name"],
+                        "arguments": json.dumps({"query": f"page {k}"})}
+                client.post(f"{direct}/_script", json=[{"tool_calls": [call]}] * 2).raise_for_status()
                 t0 = time.perf_counter()
                 client.post(f"{direct}/v1/chat/completions", content=raw, headers=HEADERS).raise_for_status()
                 t1 = time.perf_counter()

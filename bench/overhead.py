@@ -1,6 +1,6 @@
 """What the proxy adds, side by side with what it is measured against, in one run.
 
-    python bench/overhead.py [--n 1000] [--api-n 300] [--seconds 8] [--runs 4] [--quick]
+    python bench/overhead.py [--n 1000] [--api-n 300] [--seconds 8] [--runs 4] [--quick] [--api-only | --agent-only]
 
 Processes on 127.0.0.1: the fake upstream; a same-stack floor (bench/floors/passthrough.py:
 starlette + uvicorn + one pooled httpx client, the least any proxy on this stack costs); an aiohttp
@@ -211,7 +211,7 @@ def stream_table(fake_url: str, urls: dict[str, str], runs: int) -> None:
 
 def agent_loop_table(fake_url: str, url: str, floor_p50: float, runs: int) -> None:
     added, policy = added_by_step(fake_url, url, runs=runs)
-    print(f"\n[default policies in a 60-step agent loop: a new 1–4k-token tool result each step, {runs} runs, "
+    print(f"\n[default policies in a 60-step agent loop: a new 300–4,000-token tool result each step (JSON, logs, code or prose), {runs} runs, "
           "each request sent once; policies = the proxy's own request-policy time (server-timing)]")
     for step in (1, 5, 10, 20, 30, 40, 50, 60):
         print(f"  step {step:2}: added median {statistics.median(added[step]):7.2f} ms, "
@@ -258,6 +258,8 @@ def main() -> None:
     parser.add_argument("--no-litellm", action="store_true")
     parser.add_argument("--quick", action="store_true", help="small numbers, to try the bench itself")
     parser.add_argument("--api-only", action="store_true", help="the per-API table alone")
+    parser.add_argument("--agent-only", action="store_true",
+                        help="the one-message floor and the 60-step agent loop alone (issue 45's figures)")
     args = parser.parse_args()
     if args.quick:
         args.n, args.seconds, args.runs, args.sessions, args.api_n = 100, 2, 1, 100, 50
@@ -267,6 +269,12 @@ def main() -> None:
         urls, procs = start_targets(fake_url, not args.no_litellm)
         if args.api_only:
             per_api_table(urls, args.api_n)
+            return
+        if args.agent_only:  # the floor measured in the same run, interleaved as in the latency table
+            times = interleaved({k: urls[k] for k in ("upstream", FLOOR)}, SMALL, args.n)
+            floor_p50 = statistics.median(times[FLOOR]) - statistics.median(times["upstream"])
+            print(f"one-message floor: added p50 {floor_p50:.3f} ms ({args.n} requests)")
+            agent_loop_table(fake_url, urls["ctxwarden, default policies"], floor_p50, args.runs)
             return
         rows = latency_table(urls, args.n, args.seconds)
         per_api_table(urls, args.api_n)

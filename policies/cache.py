@@ -1,5 +1,5 @@
 """Bounded memory: the one size-limited (and optionally time-limited) cache every policy uses,
-the memo for pure functions (`cache_short`), both bounded by bytes, and the stable hash that names
+the memo for pure functions (`cache_short`), both bounded by bytes, and the stable hashes that name
 cache entries and stored ids."""
 
 from __future__ import annotations
@@ -23,6 +23,19 @@ def stable_hash(value: Any) -> str:
     """A short, stable hash of any JSON-serialisable value (cache keys, ids)."""
     raw = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def parts_hash(*parts: str | int | None) -> str:
+    """A short, stable hash of a few scalars and texts, for in-memory cache keys that hold a whole
+    message: `stable_hash` JSON-escapes a 500 KB tool result before hashing it (~7 ms a megabyte),
+    this hashes its bytes (~0.9 ms). Each part is tagged with its type and length, so no two part
+    lists give the same bytes. Not the same value as `stable_hash` of the list: never for stored ids."""
+    digest = hashlib.sha256()
+    for part in parts:
+        raw = (part if isinstance(part, str) else repr(part)).encode("utf-8", "surrogatepass")  # a lone surrogate is valid JSON
+        digest.update(b"%s%d:" % (b"s" if isinstance(part, str) else b"r", len(raw)))
+        digest.update(raw)
+    return digest.hexdigest()[:24]
 
 
 class LRU(Generic[K, V]):

@@ -237,6 +237,22 @@ def find_cycle(rounds: Sequence[Round], max_repeats: int, max_period: int) -> Lo
     return None
 
 
+def arguments_chars(messages: Sequence[Message], rounds: int) -> int:
+    """Characters of the tool-call arguments in the turn's last `rounds` assistant messages: what
+    find_loop parses again when they are too long for call_key's memo."""
+    total = 0
+    for m in reversed(messages[turn_start(messages):]):
+        if m.get("role") != "assistant":
+            continue
+        rounds -= 1
+        for call in m.get("tool_calls") or []:
+            args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+            total += len(args) if isinstance(args, str) else 0
+        if rounds <= 0:
+            break
+    return total
+
+
 def find_loop(
     messages: Sequence[Message],
     *,
@@ -245,14 +261,24 @@ def find_loop(
     max_tool_rounds: int | None = None,
 ) -> Loop | None:
     """The loop the current turn ends in, if any: a repeat or cycle without new information, then
-    (only when `max_tool_rounds` is set) a turn longer than that many tool-call rounds."""
-    rounds = extract_rounds(messages)
-    if not rounds:
+    (only when `max_tool_rounds` is set) a turn longer than that many tool-call rounds.
+
+    Only the last max_period × max_repeats rounds are read (where a cycle is looked for): an
+    agent's turn gains a round per request, and reading all of them made every request cost in
+    proportion to the turn. Once a loop is found, the whole turn is read for its report (how many
+    repeats, the history, the tool rounds)."""
+    begin = turn_start(messages)
+    said = [i for i in range(begin, len(messages)) if messages[i].get("role") == "assistant"]
+    if not said:
         return None
+    keep = max(max_period * max_repeats, 10)  # what find_cycle reads; a "rounds" report shows 10
+    rounds = extract_rounds(messages, said[-keep] if len(said) > keep else begin)
     found = find_cycle(rounds, max_repeats, max_period)
+    if found and len(said) > keep:
+        found = find_cycle(extract_rounds(messages, begin), max_repeats, max_period)
     if found:
         return found
-    tool_rounds = sum(r.has_calls for r in rounds)
+    tool_rounds = sum(1 for i in said if messages[i].get("tool_calls") or isinstance(messages[i].get("function_call"), dict))
     if max_tool_rounds is not None and tool_rounds > max_tool_rounds:
         return Loop(
             kind="rounds",

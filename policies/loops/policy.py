@@ -34,14 +34,14 @@ from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdic
 from ..cache import stable_hash
 from ..messages import Message, content_text, last_user_index
 from ..state import SessionLRU
-from .detect import Loop, find_loop, turn_start
+from .detect import Loop, arguments_chars, find_loop
 from .replies import error_state_answer, loop_note, stop_answer
 from .state import SessionState, decode, encode, merge_state
 
 log = logging.getLogger("ctxwarden.loops")
 
 MAX_REASONS = 10
-OFFLOAD_TAIL_MESSAGES = 100  # turns longer than this are checked in a worker thread
+OFFLOAD_ARGUMENT_CHARS = 32_000  # tool-call arguments (of the rounds read) past this are checked in a worker thread
 
 
 class LoopsConfig(PolicyConfig):
@@ -85,9 +85,10 @@ class LoopsPolicy(BasePolicy):
             max_period=cfg.max_period,
             max_tool_rounds=cfg.max_tool_rounds,
         )
-        # ~10 µs per call not seen before (JSON parse + canonical form): keep long turns off the event loop.
-        long_turn = len(ex.original_messages) - turn_start(ex.original_messages) > OFFLOAD_TAIL_MESSAGES
-        loop = await run_cpu(long_turn, detect)
+        # find_loop reads the last max_period × max_repeats rounds, their calls memoized: inline,
+        # unless their arguments are long (parsed again each time: a file written whole).
+        window = cfg.max_period * cfg.max_repeats
+        loop = await run_cpu(arguments_chars(ex.original_messages, window) > OFFLOAD_ARGUMENT_CHARS, detect)
         if loop is None:
             return None
         self.services.metrics.add("ctxwarden.loops.detected", 1, kind=loop.kind)

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict, run_cpu
-from ..cache import LRU, stable_hash
+from ..cache import LRU, parts_hash
 from ..messages import Message, content_text, last_user_index
 from .admin import Route, routes
 from .assess import Assessment, assess, input_evidence, retrieve
@@ -282,7 +282,7 @@ class PoisoningPolicy(BasePolicy):
         out: dict[int, Finding] = {}
         fresh: list[tuple[int, str, str, str]] = []
         for i, role, text in todo:
-            key = stable_hash([ex.tenant or "", kb.version, role, text])
+            key = parts_hash(ex.tenant or "", kb.version, role, text)  # the text's bytes: every message, every request
             known = self._verdicts.get(key, _UNSEEN)
             if known is not _UNSEEN:
                 if known is not None:

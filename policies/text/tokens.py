@@ -43,7 +43,7 @@ def _message_key(message: Message) -> tuple:
     if (content is None or isinstance(content, str)) and message.keys() <= _PLAIN_FIELDS:
         calls = message.get("tool_calls")
         fields = (message.get("role"), content, message.get("name"), message.get("tool_call_id"),
-                  json.dumps(calls, sort_keys=True) if calls else None)
+                  _calls_key(calls) if calls else None)
         # Keep a 64-bit hash, not the text: the cache must not hold every message ever seen.
         try:
             return ("plain", hash(fields), len(content or ""))
@@ -53,6 +53,17 @@ def _message_key(message: Message) -> tuple:
 
 
 _PLAIN_FIELDS = {"role", "content", "name", "tool_call_id", "tool_calls", "refusal"}
+
+
+def _calls_key(calls: list) -> tuple | str:
+    """What `count_message` reads of the tool calls (each function's name and arguments, as text),
+    as a tuple: the sorted JSON of every call of every assistant message, every request, cost more
+    than the rest of the budget's measure."""
+    try:
+        return tuple((str((c.get("function") or {}).get("name", "")), str((c.get("function") or {}).get("arguments", "")))
+                     for c in calls)
+    except AttributeError:  # not the documented shape: its JSON (count_message then fails as before)
+        return json.dumps(calls, sort_keys=True, default=str)
 
 
 def encoding_name_for(model: str) -> str:

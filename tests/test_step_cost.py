@@ -1,0 +1,69 @@
+"""Issue 45: the work per request of an agent loop follows what is new in it, not the whole history.
+
+Each check here fails if a policy goes back to reading (or hashing, or parsing) every earlier
+message of the turn on every request: the loop detector reads a bounded tail, the token counter's
+key for a tool-calling message is built without JSON, and the poisoning verdicts' key hashes the
+text's bytes (parts_hash) with no collision between differently split parts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxwarden.policies.cache import parts_hash
+from ctxwarden.policies.loops import detect
+from ctxwarden.policies.loops.detect import find_loop
+from ctxwarden.policies.text.tokens import TiktokenCounter
+from tests.test_loops_detect import A, convo
+
+
+def distinct(n: int) -> list:
+    return [("fetch_page", {"page": i}, f"page {i}: {i * 7} rows") for i in range(n)]
+
+
+def test_parts_hash_tells_apart_parts_split_differently_and_types():
+    assert parts_hash("ab", "c") != parts_hash("a", "bc")
+    assert parts_hash("1") != parts_hash(1)
+    assert parts_hash("", "x") != parts_hash("x", "")
+    assert parts_hash("t", 3, "tool", "text") == parts_hash("t", 3, "tool", "text")
+    assert len(parts_hash("a\ud800b")) == 24  # a lone surrogate (valid in JSON) is hashed, not an error
+
+
+@pytest.mark.parametrize("earlier", [10, 200])
+def test_the_loop_detector_reads_the_same_number_of_rounds_however_long_the_turn(monkeypatch, earlier):
+    read = []
+    original = detect._results_of
+    monkeypatch.setattr(detect, "_results_of", lambda calls, tail, pos: read.append(pos) or original(calls, tail, pos))
+    assert find_loop(convo(*distinct(earlier)), max_repeats=3, max_period=6) is None
+    assert len(read) == min(earlier, 18)  # max_period × max_repeats
+
+
+def test_a_loop_after_a_long_turn_is_reported_whole():
+    loop = find_loop(convo(*distinct(100), *[A()] * 30), max_repeats=3, max_period=6)
+    assert loop is not None and loop.kind == "repeat"
+    assert loop.repeats == 30 and loop.tool_rounds == 130  # the whole turn is read once a loop is found
+
+
+def test_a_long_turn_counts_every_tool_round():
+    loop = find_loop(convo(*distinct(150)), max_repeats=3, max_period=6, max_tool_rounds=120)
+    assert loop is not None and loop.kind == "rounds" and loop.tool_rounds == 150
+    assert len(loop.history) == 10
+    assert find_loop(convo(*distinct(150)), max_repeats=3, max_period=6, max_tool_rounds=150) is None
+
+
+def test_tool_call_messages_are_counted_by_their_names_and_arguments():
+    counter = TiktokenCounter()
+
+    def call(args: str, call_id: str = "c1") -> dict:
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "search", "arguments": args}}]}
+
+    short, long = call(json.dumps({"q": "x"})), call(json.dumps({"q": "x " * 50}))
+    assert counter.count_message(short, "gpt-4o") < counter.count_message(long, "gpt-4o")
+    assert counter.count_message(long, "gpt-4o") == TiktokenCounter().count_message(long, "gpt-4o")
+    # the id is not counted: another id reuses the count, and gives the same number as a fresh count
+    assert counter.count_message(call(json.dumps({"q": "x"}), "c2"), "gpt-4o") == TiktokenCounter().count_message(short, "gpt-4o")
+    odd = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"a": 1}}}]}
+    assert counter.count_message(odd, "gpt-4o") > 0  # arguments sent as an object: counted as their text
