@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..text.statements.extract import extract
 from ..text.statements.model import Sentence, Statement, split_sentences
+from ..text.words import content_words
 
 # The write gate (RF-005) is not a score threshold. Relevance is the tests of _judge: a sentence
 # that is dated, a need for now, a request with its own specifics, or holds nothing lasting is no
@@ -39,6 +40,11 @@ _REQUEST_VALUES = (*_ONE_OFF_FAMILIES, "count.")  # ... and how many: "two night
 # The user as the grammatical subject (a closed class of pronouns): statements read by the generic
 # readers (`v.*`: any typed value, any clause) are the user's only when the user is their subject.
 _SPEAKER_SUBJECT = re.compile(r"^\W*(?:i|i'm|im|i'd|i've|i'll|we|we're|we'd|we've|my|our)\b")
+# A sentence read only by the generic action reader (`v.act`) must name something besides its verb
+# to stand on its own later: "I noticed that.", "I accepted.", "I know." hold nothing a later request
+# could use (their "that" is in the turns around them). On CRI's long conversation (bench/memory_outside.py)
+# they were 155 of 1,077 memories; on bench/memories.py's labelled turns no memory is lost.
+_MIN_CONTENT_WORDS = 2
 
 
 @dataclass(frozen=True)
@@ -87,12 +93,18 @@ def _judge(s: Sentence, found: list[Statement], asks: bool = False) -> Candidate
     if asks and any(_specific(st) for st in found):
         return None  # a need for now, put as a question: "I need a room for two nights in Copenhagen, any ideas?"
     lasting = [st for st in found if _lasting(s, st)]
-    if not lasting:
+    if not lasting or _fragment(s, lasting):
         return None
     refusal = all(st.negated for st in lasting)
     if s.imperative and not refusal and any(st.slot.startswith(_ONE_OFF_FAMILIES) for st in found):
         return None  # a request for something now, with its own specifics
     return Candidate(s.text.strip(), _kind(s, lasting), _quality(s, lasting), tuple(lasting))
+
+
+def _fragment(s: Sentence, lasting: list[Statement]) -> bool:
+    """Only the generic action reader found it and the sentence names one thing at most (the
+    content words of the closed-class table in text/words.py): its meaning is in other turns."""
+    return all(st.slot == "v.act" for st in lasting) and len(content_words(s.text)) < _MIN_CONTENT_WORDS
 
 
 def _specific(st: Statement) -> bool:
