@@ -1,7 +1,7 @@
 """Fuzz the real server on its three APIs: bad input gets a 4xx, never a 5xx, and every body an answer in time.
 
     .venv/bin/python bench/fuzz.py [--examples 10000] [--big-share 0.05] [--timeout 10] [--seed 0]
-                                   [--rss-at 1000] [--rss-budget 80]
+                                   [--rss-at 1000] [--rss-budget 80] [--rss-every 1000] [--config YAML]
     .venv/bin/python bench/fuzz.py --quick    # 1,000 bodies (~1 min on 2 CPUs); RSS printed, not judged
 
 Starts the fake upstream (it speaks all three APIs) and the proxy (`ctxwarden serve`: uvicorn in a
@@ -58,6 +58,10 @@ def policy_failures(client: httpx.Client) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     fake, fake_url = start_fake()
     config = {**fuzz_bodies.CONFIG, "upstream": {"retries": 0, "anthropic": {"base_url": f"{fake_url}/v1", "api_key_env": None}}}
+    if args.config:
+        import yaml
+
+        config = {**config, **yaml.safe_load(args.config)}
     proxy, proxy_url = start_proxy(fake_url, config)
     client = httpx.Client(base_url=proxy_url, timeout=args.timeout)
     statuses: Counter[tuple[str, int | str]] = Counter()
@@ -87,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
         finally:
             took.setdefault(site, []).append(time.perf_counter() - started)
             by_api.setdefault(api, []).append(took[site][-1])
-            if sum(map(len, took.values())) == args.rss_at:
+            done = sum(map(len, took.values()))
+            if done == args.rss_at:
                 rss["mark"] = proxy.rss_mb()
+            if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
+                print(f"  RSS after {done} bodies: {proxy.rss_mb():.0f} MB", flush=True)
         statuses[(api, r.status_code)] += 1
         if took[site][-1] > args.timeout:  # answered, but later than --timeout in all (httpx's timeout is per read)
             slow[api] += 1
@@ -153,6 +160,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rss-at", type=int, default=1000, help="RSS growth is measured from this many bodies to the end")
     parser.add_argument("--rss-budget", type=float, default=80, help="MB the proxy may grow after --rss-at bodies")
+    parser.add_argument("--rss-every", type=int, default=0, help="print the proxy's RSS every this many bodies")
+    parser.add_argument("--config", default="", help="YAML or JSON merged over the fuzz config (e.g. to try storage or cache settings)")
     parser.add_argument("--quick", action="store_true", help="1,000 bodies, RSS marked at 300 and not judged")
     args = parser.parse_args()
     if args.quick:

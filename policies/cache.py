@@ -10,6 +10,7 @@ import json
 import sys
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Generic, Hashable, TypeVar
 
@@ -38,6 +39,34 @@ def parts_hash(*parts: str | int | None) -> str:
     return digest.hexdigest()[:24]
 
 
+# One memory budget for every byte-bounded cache of the process (config `server.cache_mb`): each
+# cache's own bound (`max_bytes` as written where it is made, e.g. 8 MB of token counts) is its share,
+# and all bounds are scaled so that the shares of the caches a default server makes add up to the
+# budget. Each cache alone stayed bounded before, but together they allowed ~350 MB. Per-session
+# state (SessionLRU) keeps its own bound: dropping it changes what a policy does, not what it costs.
+NOMINAL_CACHE_BYTES = 350 * 2**20  # the caches' own bounds added up (26 LRUs, 12 memos) in a default server after varied traffic
+_budget = {"scale": 1.0}
+_bounded: weakref.WeakSet = weakref.WeakSet()  # every byte-bounded LRU alive, trimmed when the budget changes
+
+
+def set_cache_budget(total_bytes: int | None) -> None:
+    """Scale every byte-bounded cache (those made later too) so that their bounds add up to about
+    `total_bytes` (None: each its own bound); caches already over their new bound shrink now."""
+    _budget["scale"] = 1.0 if total_bytes is None else max(total_bytes, 1) / NOMINAL_CACHE_BYTES
+    for cache in list(_bounded):
+        cache.trim()
+
+
+def cache_scale() -> float:
+    """The factor every cache's own byte bound is multiplied by (1.0 until `set_cache_budget`)."""
+    return _budget["scale"]
+
+
+def cached_bytes() -> int:
+    """What the byte-bounded LRUs hold now, by their own sizes (the `cache_short` memos aside)."""
+    return sum(cache.bytes for cache in list(_bounded))
+
+
 class LRU(Generic[K, V]):
     """A mapping bounded by entry count (and, with `max_bytes`, by the total `sizeof(key, value)`
     of its entries), least recently used first out; entries idle longer than `ttl_s` expire.
@@ -45,6 +74,8 @@ class LRU(Generic[K, V]):
     alone is not kept.
 
     `on_evict(key, value)` is called for entries pushed out by the bound or expired (not for `pop`).
+    `max_bytes` is scaled by the process's cache budget (`set_cache_budget`) unless `budgeted` is
+    False (per-session state, which is not re-derived once dropped).
     """
 
     def __init__(
@@ -56,6 +87,7 @@ class LRU(Generic[K, V]):
         on_evict: Callable[[K, V], None] | None = None,
         max_bytes: int | None = None,
         sizeof: Callable[[K, V], int] | None = None,
+        budgeted: bool = True,
     ) -> None:
         if max_entries < 1:
             raise ValueError("an LRU needs room for at least one entry")
@@ -65,12 +97,28 @@ class LRU(Generic[K, V]):
         self.ttl_s = ttl_s
         self.clock = clock
         self.on_evict = on_evict
-        self.max_bytes = max_bytes
+        self.own_max_bytes = max_bytes  # its share of the process's cache budget (`set_cache_budget`)
+        self.budgeted = budgeted  # False: state, not a cache (what it drops is lost): its own bound only
         self.sizeof = sizeof
         self.bytes = 0  # the entries' total size (with max_bytes)
         self._items: OrderedDict[K, tuple[V, float]] = OrderedDict()
         self._sizes: dict[K, int] = {}
         self._lock = threading.Lock()
+        if max_bytes is not None and budgeted:
+            _bounded.add(self)
+
+    @property
+    def max_bytes(self) -> int | None:
+        """The byte bound now: its own, scaled by the process's cache budget."""
+        if self.own_max_bytes is None or not self.budgeted:
+            return self.own_max_bytes
+        return max(1, int(self.own_max_bytes * _budget["scale"]))
+
+    def trim(self) -> None:
+        """Evict to stay under the bounds (after the cache budget changed)."""
+        with self._lock:
+            evicted = self._trim()
+        self._report(evicted)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -166,7 +214,8 @@ class LRU(Generic[K, V]):
 
     def _trim(self) -> list[tuple[K, V]]:
         evicted = self._expire() if self.ttl_s is not None else []
-        while len(self._items) > self.max_entries or (self.max_bytes is not None and self.bytes > self.max_bytes):
+        limit = self.max_bytes
+        while len(self._items) > self.max_entries or (limit is not None and self.bytes > limit):
             key, (value, _) = self._items.popitem(last=False)
             self._forget_size(key)
             evicted.append((key, value))
@@ -226,7 +275,7 @@ def cache_short(maxsize: int, max_chars: int | None = None, *, max_bytes: int = 
         def call(*args: Any, **kwargs: Any) -> V:
             if max_chars is not None and sum(len(a) for a in (*args, *kwargs.values()) if isinstance(a, str)) > max_chars:
                 return fn(*args, **kwargs)
-            if held[0] > max_bytes:
+            if held[0] > max_bytes * _budget["scale"]:
                 clear()
             return cached(*args, **kwargs)
 

@@ -81,7 +81,8 @@ class SessionLRU(LRU[Hashable, S], Generic[S]):
         self._encode = encode
         self._decode = decode
         self._merge = merge
-        super().__init__(max_entries, ttl_s, max_bytes=max_bytes, sizeof=self.state_size if max_bytes else None)
+        super().__init__(max_entries, ttl_s, max_bytes=max_bytes, sizeof=self.state_size if max_bytes else None,
+                         budgeted=False)  # state, not a cache: the process's cache budget does not shrink it
 
     def state_size(self, key: Hashable, state: S) -> int:
         """About what an entry holds: five times its document's characters (its objects weigh more

@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ctxwarden.policies.cache import set_cache_budget
+
 from .admin import admin_routes, require_admin
 from .chat import ChatHandler, read_body, relay_error, relay_headers
 from .config import Settings
@@ -55,6 +57,7 @@ def create_app(
     labels = {"model": models.metric_label, "gen_ai.request.model": models.metric_label,
               "gen_ai.response.model": models.metric_label}
     telemetry.metrics.bound_labels(**labels)
+    set_cache_budget(int(settings.server.cache_mb * 2**20))  # before the policies make their caches
     services = build_services(settings, telemetry, upstream, models)
     pipeline = Pipeline(settings, services, telemetry)
     chat = ChatHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)

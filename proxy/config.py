@@ -40,6 +40,9 @@ class ServerConfig(Strict):
     max_header_kb: float = Field(64, gt=0)  # request line + headers larger than this → 431
     header_timeout_s: float = Field(10, gt=0)  # headers not complete this long after the request began → 408
     body_timeout_s: float = Field(30, gt=0)  # body not complete this long after its headers → 408
+    # Every in-process cache together (token counts, verdicts, summaries, vectors, session states…),
+    # split in proportion to each one's own bound (policies/cache.py, set_cache_budget).
+    cache_mb: float = Field(128, gt=0)
 
 
 class CircuitBreakerConfig(Strict):

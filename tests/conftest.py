@@ -9,6 +9,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from ctxwarden.policies.cache import set_cache_budget
 from ctxwarden.proxy.app import create_app
 from ctxwarden.proxy.config import load_settings, merge_config
 from ctxwarden.proxy.fake_upstream import FakeUpstream
@@ -16,6 +17,14 @@ from ctxwarden.proxy.local_server import LocalServer
 from ctxwarden.proxy.registry import policy_names
 
 ALL_POLICIES = tuple(policy_names())  # the built-ins, as pyproject.toml registers them
+
+
+@pytest.fixture(autouse=True)
+def _caches_at_their_own_bounds() -> Iterator[None]:
+    """An app made in this process scales every cache's byte bound (server.cache_mb, a process-wide
+    setting): each test starts from the bounds as written, whatever app an earlier test made."""
+    set_cache_budget(None)
+    yield
 
 
 def policies_off(*except_: str) -> dict[str, Any]:

@@ -67,3 +67,52 @@ def test_tool_call_messages_are_counted_by_their_names_and_arguments():
     assert counter.count_message(call(json.dumps({"q": "x"}), "c2"), "gpt-4o") == TiktokenCounter().count_message(short, "gpt-4o")
     odd = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"a": 1}}}]}
     assert counter.count_message(odd, "gpt-4o") > 0  # arguments sent as an object: counted as their text
+
+
+# ----------------------------------------------------------------------------- issue 43, fault 5: one cache budget
+
+
+def test_the_cache_budget_scales_every_cache_bound_and_trims_the_caches_over_it():
+    from ctxwarden.policies.cache import LRU, NOMINAL_CACHE_BYTES, cache_short, set_cache_budget
+    from ctxwarden.policies.state import SessionLRU
+
+    cache = LRU(1000, max_bytes=10_000, sizeof=lambda k, v: 1_000)
+    state = SessionLRU(1000, None, encode=lambda s: s, decode=lambda d: d, max_bytes=10_000)
+    for i in range(10):
+        cache.put(i, "x")
+        state.put(("t", str(i)), "y" * 50)  # ~760 bytes each (state_size): 7,600 in all
+    assert len(cache) == 10 and len(state) == 10
+    set_cache_budget(NOMINAL_CACHE_BYTES // 2)
+    assert cache.max_bytes == 5_000 and len(cache) == 5 and cache.bytes == 5_000  # trimmed now, oldest out
+    assert [k for k, _ in cache.items()] == [5, 6, 7, 8, 9]
+    assert state.max_bytes == 10_000 and len(state) == 10  # session state is not a cache: its own bound
+    later = LRU(1000, max_bytes=4_000, sizeof=lambda k, v: 1_000)  # made after: scaled too
+    for i in range(4):
+        later.put(i, "x")
+    assert later.max_bytes == 2_000 and len(later) == 2
+
+    calls = []
+
+    @cache_short(100, max_bytes=4_000, sizeof=lambda args, value: 1_000)
+    def square(n: int) -> int:
+        calls.append(n)
+        return n * n
+
+    for n in range(4):
+        square(n)
+    square(0)  # 3 entries held (3,000 bytes) > 2,000: the memo starts again, so 0 is computed again
+    assert calls == [0, 1, 2, 3, 0]
+    set_cache_budget(None)
+    assert cache.max_bytes == 10_000 and later.max_bytes == 4_000
+
+
+def test_server_cache_mb_sets_the_budget_of_the_app_it_makes(fake):
+    from ctxwarden.policies.cache import NOMINAL_CACHE_BYTES, cache_scale
+    from ctxwarden.proxy.app import create_app
+    from ctxwarden.proxy.config import load_settings
+
+    app = create_app(load_settings(None, {"upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None},
+                                          "server": {"cache_mb": 35}}))
+    assert cache_scale() == pytest.approx(35 * 2**20 / NOMINAL_CACHE_BYTES)
+    verdicts = app.state.pipeline.policy("poisoning")._verdicts
+    assert verdicts.max_bytes == int(verdicts.own_max_bytes * cache_scale())

@@ -51,7 +51,7 @@ class SessionSync:
         }
         self.active = backend is not None and backend.shared and bool(self.stores)
         # scope → the documents the session had here when its degraded stretch began (the merge base)
-        self.pending: LRU[str, Docs] = LRU(MAX_PENDING, max_bytes=MAX_PENDING_BYTES, sizeof=_docs_size)
+        self.pending: LRU[str, Docs] = LRU(MAX_PENDING, max_bytes=MAX_PENDING_BYTES, sizeof=_docs_size, budgeted=False)
 
     def remeasure(self, ex: Exchange) -> None:
         """The request is over: each policy's state of its session is sized again (policies change
