@@ -1,6 +1,6 @@
 """Tool discovery on a real MCP catalog with real trajectories, through the real server.
 
-    .venv/bin/python bench/mcp_tools.py [--quick] [--tasks N]
+    .venv/bin/python bench/mcp_tools.py [--quick] [--tasks N] [--split dev|held-out|all]
 
 Data (bench/data/mcp_catalog, from LiveMCPBench, Apache-2.0; see its README): 525 tools of 69 real
 MCP servers, named as MCP clients name them (`server__tool`), and 95 tasks, each with Claude
@@ -29,6 +29,9 @@ step asks for the answer. Printed:
   with the agent's own `route` query, the tools it called next (first use) among the 5 found or
   already forwarded; with the user's question, each of the task's tools. A pair whose query holds
   the tool's name is left out (counted).
+
+Split: every 4th task (the 4th, 8th, … of tasks.jsonl) is held out: settings were chosen on the
+others (`--split dev`) and the held-out ones were run once, at the end (`--split held-out`).
 
 Targets (issue 45): available >= 0.90, <= 12 tools per step, <= 1 non-append change per 5 steps,
 selection p50 <= 3 ms. Figures only; nothing is asserted on time.
@@ -60,6 +63,7 @@ SYSTEM = ("You are an agent that helps users with daily tasks using the tools of
           "get accurate, up-to-date information and to work with files; answer once, completely.")
 MAX_SEARCHES = 3  # the tools policy's max_inner_rounds: find_tools calls the proxy answers in one request
 QUICK_TASKS = 8
+HELD_OUT_EVERY = 4
 _SELECTION = re.compile(r'^ctxwarden_policy_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$', re.MULTILINE)
 
 
@@ -71,6 +75,14 @@ def load() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, A
              for s in servers for t in s["tools"]]
     tasks = [json.loads(line) for line in (DATA / "tasks.jsonl").read_text().splitlines() if line.strip()]
     return tools, servers, tasks
+
+
+def split(tasks: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """dev: the tasks settings are chosen on; held-out: every HELD_OUT_EVERY-th, run once at the end."""
+    if name == "all":
+        return tasks
+    held = [k % HELD_OUT_EVERY == HELD_OUT_EVERY - 1 for k in range(len(tasks))]
+    return [t for t, h in zip(tasks, held) if h == (name == "held-out")]
 
 
 def agent_words(route_query: str) -> str:
@@ -350,8 +362,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_TASKS} tasks spread over the set")
     parser.add_argument("--tasks", type=int, default=0, help="first N tasks only (0: all)")
+    parser.add_argument("--split", choices=["dev", "held-out", "all"], default="all",
+                        help="dev: the tasks settings were chosen on; held-out: every 4th task, kept for the end")
     args = parser.parse_args()
     catalog, servers, tasks = load()
+    tasks = split(tasks, args.split)
     if args.quick:
         tasks = tasks[:: max(1, len(tasks) // QUICK_TASKS)][:QUICK_TASKS]
     elif args.tasks:
