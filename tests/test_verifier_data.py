@@ -121,8 +121,48 @@ def test_every_transformation_is_present(built):
     for want in ("qa_right_sentence", "qa_halu_sentence", "qa_swap_sentence_entity", "qa_uncovered_short",
                  "sent_paraphrase_quantity", "sent_paraphrase_date", "sent_number", "sent_date", "sent_entity",
                  "sent_negation_inserted", "sent_roles", "stmt_changed_date", "stmt_other_subject",
-                 "stmt_detail_added", "stmt_value_in_range", "stmt_range_excludes_value", "clash_parameter_step"):
+                 "stmt_detail_added", "stmt_value_in_range", "stmt_range_excludes_value", "clash_parameter_step",
+                 "sent_verbatim", "sent_clause", "stmt_clause", "sent_negated_true_date", "sent_negated_false_date"):
         assert any(k.startswith(want) for k in kinds), want
+
+
+def test_negations_come_in_pairs_with_the_same_words(built):
+    """Iteration 1 learned "not + a date" = supported from negated falsehoods alone: each kind of
+    negated claim now has as many true values negated (contradicted) as false ones (supported)."""
+    _, rows = built
+    kinds = Counter(r["kind"] for r in rows if "_negated_" in r["kind"])
+    assert kinds
+    for kind, n in kinds.items():
+        mirror = kind.replace("_negated_false_", "_negated_true_") if "_false_" in kind else kind.replace("_negated_true_", "_negated_false_")
+        assert abs(n - kinds[mirror]) <= max(2, 0.05 * n), (kind, n, kinds[mirror])
+    for r in rows:
+        if "_negated_" in r["kind"]:
+            assert r["label"] == ("supported" if "_negated_false_" in r["kind"] else "contradicted")
+
+
+def test_verbatim_claims_are_supported_and_passage_values_swapped_are_not(built):
+    _, rows = built
+    verbatim = [r for r in rows if r["kind"] == "sent_verbatim"]
+    assert len(verbatim) > 100 and all(r["label"] == "supported" and data.contains_words(r["premise"], r["claim"]) for r in verbatim)
+    mixed = [r for r in rows if r["kind"].endswith("_from_passage") and r["kind"].startswith("sent_")]
+    assert mixed and all(r["label"] == "contradicted" and data.absent_share(r["premise"], r["claim"]) == 0 for r in mixed)
+
+
+def test_truths():
+    import truths
+
+    s = "Smith was born in 1950 in Leeds; he moved to Paris in 1970."
+    assert truths.sub_claims(s) == [(s, "verbatim"), ("Smith was born in 1950 in Leeds.", "clause"),
+                                    ("He moved to Paris in 1970.", "clause")]
+    assert truths.sub_claims("In 1990, Smith released his first album in Leeds.")[-1] == \
+        ("Smith released his first album in Leeds.", "lead_dropped")
+    out = truths.value_from_passage("The tower was completed on 31 March 1889.",
+                                    "Work began on 28 January 1887. The tower was completed on 31 March 1889.", random.Random(0))
+    assert out == ("The tower was completed on 28 January 1887.", "date_from_passage")
+    vocab = data.tx.Vocabulary(["The tower was completed in 1889."])
+    pair = truths.negation_pairs("The tower was completed in 1889.", ("The tower was not completed in 1925.", "date"), vocab)
+    assert pair == [("The tower was not completed in 1925.", "supported", "date"),
+                    ("The tower was not completed in 1889.", "contradicted", "date")]
 
 
 # ---- the mechanical conversions ----------------------------------------------------------------

@@ -316,6 +316,10 @@ def evaluate(sets: list[EvalSet], rules: bool, model: Path | None, nli: Path | N
                 row["blocked_right"] = float(np.mean([n >= 0.8 for n in neg]))
                 row["flagged"] = float(np.mean([p >= 0.5 for p in pos]))
                 row["flagged_right"] = float(np.mean([n >= 0.5 for n in neg]))
+                # the threshold a deployment would choose on this set: right answers blocked <= 3 %
+                row["thr3"] = threshold_at_fp(neg, 0.03)
+                row["blocked_at_thr3"] = detection_at_fp(neg, pos, 0.03)
+                row["blocked_right_at_thr3"] = float(np.mean([n > row["thr3"] for n in neg]))
             results.append(row)
     return results
 
@@ -330,7 +334,8 @@ def table(results: list[dict]) -> str:
         extra = ""
         if "blocked" in r:
             extra = (f"blocked >=0.8: {r['blocked']:.1%} of wrong, {r['blocked_right']:.1%} of right; "
-                     f"flagged >=0.5: {r['flagged']:.1%} / {r['flagged_right']:.1%}")
+                     f"flagged >=0.5: {r['flagged']:.1%} / {r['flagged_right']:.1%}; "
+                     f"> {r['thr3']:.3f}: {r['blocked_at_thr3']:.1%} / {r['blocked_right_at_thr3']:.1%}")
         lines.append(f"{name:44} {counts:>11}  {r['scorer']:24} {r['auc']:6.3f} {r['det5']:9.1%}  {extra}")
         last = r["set"]
     return "\n".join(lines)
@@ -343,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nli", type=Path, metavar="DIR",
                         help="also a model folder as `checker: nli` runs it, via the KB, alone and with the rules")
     parser.add_argument("--sets", default="halueval,swaps,natural,pairs",
-                        help="comma-separated: halueval, swaps, natural (dev and held-out), pairs")
+                        help="comma-separated: halueval, swaps, natural (dev and held-out), natural-dev (dev only), pairs")
     parser.add_argument("--nli-windows", type=int, default=0, help="--nli on each claim's first N windows (0: all)")
     parser.add_argument("--swap-rows", type=int, default=SWAP_ROWS)
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -356,6 +361,8 @@ def main(argv: list[str] | None = None) -> None:
         sets.append(synthetic_swaps(n_rows=args.swap_rows))
     if "natural" in wanted:
         sets += [natural_answers("dev"), natural_answers("held-out")]
+    elif "natural-dev" in wanted:  # selection and thresholds: the held-out half is not read
+        sets.append(natural_answers("dev"))
     if "pairs" in wanted:
         sets.append(natural_pairs())
     results = evaluate(sets, rules=not args.skip_rules, model=args.model, nli=args.nli, nli_windows=args.nli_windows)

@@ -20,20 +20,26 @@ Per HaluEval row, four tasks:
   right answer against the passage with its answer sentences replaced by another row's sentences
   (not_covered);
 - passage: a sentence of the passage rewritten: its number in another unit or rounded, its date in
-  another format (supported), a detail dropped (supported); one fact changed: a number (also with
-  units), a date, an entity of the same kind from the data, a negation inserted or removed, the
-  roles swapped (contradicted); the sentence against the passage without it (not_covered);
+  another format (supported), a detail dropped (supported); the sentence itself, its clauses, the
+  sentence without a leading phrase (supported, truths.sub_claims); one fact changed: a number (also
+  with units), a date, an entity of the same kind from the data, a negation inserted or removed, the
+  roles swapped, a value the same passage states elsewhere (contradicted); negations in pairs with
+  the same words: the false value negated (supported), the true one (contradicted); the sentence
+  against the passage without it (not_covered);
 - statement: earlier / later statement pairs built from the same sentences (premise = the earlier):
   same slot of the same subject changed (contradicted), restated in other words (supported), detail
   added (not_covered) or dropped (supported), another subject (not_covered), a range and a value
-  inside it (not_covered one way, supported the other) or outside it (contradicted); some turned
+  inside it (not_covered one way, supported the other) or outside it (contradicted), a clause of it
+  (supported), negations in pairs as in passage; some turned
   into the first person ("I was born in ..."), markers ("Actually, ", "Update: ") on every label alike;
 - clash: the dev pairs of the clash sets (first and last user turn), as they are.
 
 No shortcuts: within each (task, question present, claim length, share of claim words absent from
 the premise) bin, pairs are sampled to the same label shares (40 % supported, 40 % contradicted,
 20 % not covered), so neither the length nor the word overlap nor the presence of a question says
-anything about the label (checked by tests/test_verifier_data.py). The clash pairs are kept whole.
+anything about the label (checked by tests/test_verifier_data.py). The clash pairs and the negation
+pairs are kept whole. Where a claim has no new word (a verbatim sentence), not_covered is scarce:
+the passage task's bins keep supported and contradicted up to 3x what not_covered alone allows.
 Rows whose number ends in 9 go to dev.jsonl (checkpoint selection), the rest to train.jsonl.
 """
 
@@ -54,6 +60,7 @@ sys.path.insert(0, str(HERE))
 import halueval  # noqa: E402
 import quantities as qty  # noqa: E402
 import textops as tx  # noqa: E402
+import truths  # noqa: E402
 
 SEED = 20240544
 BUILD = HERE / "build"
@@ -62,6 +69,11 @@ SHARES = {"supported": 0.4, "contradicted": 0.4, "not_covered": 0.2}
 # windows are what the policy reads, four per claim: most say nothing about the claim, and a model
 # that calls one of those a contradiction blocks a right answer
 TASK_SHARES = {"window": {"supported": 0.3, "contradicted": 0.3, "not_covered": 0.4}}
+# a claim in the passage's own words (verbatim, a clause) has few not_covered peers in its bin (a
+# claim with no new word is rarely neither entailed nor contradicted): there, supported and
+# contradicted are kept up to this many times what not_covered alone would allow
+SCARCE_NOT_COVERED = {"passage": 3.0}
+NEGATION_DROP = 0.5  # the share of inserted negations (contradicted) dropped where no negation pair stands in
 CLASH_FILES = ("clash_pairs.jsonl", "clash_natural.jsonl")
 CLASH_SPLIT = "dev"  # the only clash split that may be trained on
 MARKERS = ["", "", "", "Actually, ", "Update: ", "Also, ", "Just so you know, ", "To be clear, ", "Correction: ",
@@ -561,15 +573,22 @@ class Builder:
             red = self.reduced(s)
             if red:
                 add(passage, red, "supported", "sent_detail_dropped")
-            elif not para:
-                add(passage, s, "supported", "sent_verbatim")
+            for text, how in truths.sub_claims(s):  # the passage's own words: the sentence, its clauses
+                add(passage, text, "supported", f"sent_{how}")
             changes = self.falsified(s, rng)
             rng.shuffle(changes)
+            # "X was not born in 1975" (he was born in 1971): true, with a "not"; "X was not born in 1971": false
+            negations = truths.negation_pairs(s, negated_falsehood(s, changes, self.vocab), self.vocab)
+            for text, lab, how in negations:
+                self.add(passage, text, lab, src, f"sent_negated_{'false' if lab == 'supported' else 'true'}_{how}",
+                         "negation", split)
+            if negations or rng.random() < NEGATION_DROP:  # the pair's true side is the inserted negation;
+                changes = [c for c in changes if c[1] != "negation_inserted"]  # else half of them: "not" alone is a cue
             for text, how in changes[:2]:
                 add(passage, text, "contradicted", f"sent_{how}")
-            false = negated_falsehood(s, changes, self.vocab)
-            if false:  # "X was not born in 1975" (he was born in 1971): true, with a "not"
-                add(passage, false[0], "supported", f"sent_negated_{false[1]}")
+            mixed = truths.value_from_passage(s, passage, rng)  # another value the passage states: no new word
+            if mixed:
+                add(passage, mixed[0], "contradicted", f"sent_{mixed[1]}")
             claim = para[0] if para and rng.random() < 0.5 else s
             choice = rng.random()
             dropped = drop_slot(s, rng)
@@ -585,8 +604,6 @@ class Builder:
                 uncovered = without(sents, [i], self.fillers(idx, rng), rng)
                 if uncovered:
                     add(uncovered, claim, "not_covered", "sent_uncovered")
-            if not red and para:
-                judged.append((s, "supported", "sent_verbatim"))
             self.windowed(idx, [i], judged, rng, src, split)
 
     # -- statements ----------------------------------------------------------------------------
@@ -659,8 +676,8 @@ class Builder:
             def voice(text: str, subject: str = speaker) -> str | None:
                 return first_person(text, subject) if person else text
 
-            def later(text: str) -> str:
-                marker = rng.choice(MARKERS)
+            def later(text: str, marker: str | None = None) -> str:
+                marker = rng.choice(MARKERS) if marker is None else marker
                 if marker.endswith(", ") and re.match(r"(?:The|A|An|It|He|She|They|This|These|In|On|At|His|Her|Its|Their|My)\b", text):
                     text = text[:1].lower() + text[1:]
                 return marker + text
@@ -671,13 +688,24 @@ class Builder:
             tag = "stmt_me" if person else "stmt"
             changes = self.falsified(s, rng)
             rng.shuffle(changes)
+            pair = [(voice(text), lab, how) for text, lab, how in
+                    truths.negation_pairs(s, negated_falsehood(s, changes, self.vocab), self.vocab)]
+            if pair and all(t for t, _, _ in pair):  # both or neither: "not" says nothing alone
+                marker = rng.choice(MARKERS)  # one marker for both: the same words but the value
+                for t, lab, how in pair:
+                    self.add(earlier, later(t, marker), lab, src,
+                             f"{tag}_negated_{'false' if lab == 'supported' else 'true'}_{how}", "negation", split)
+            if pair and all(t for t, _, _ in pair) or rng.random() < NEGATION_DROP:  # as in passage()
+                changes = [c for c in changes if c[1] != "negation_inserted"]
             for text, how in changes[:2]:
                 t = voice(text)
                 if t and t != earlier:
                     add(earlier, later(t), "contradicted", f"{tag}_changed_{how}")
-            false = negated_falsehood(s, changes, self.vocab)
-            if false and voice(false[0]):
-                add(earlier, later(voice(false[0])), "supported", f"{tag}_negated_{false[1]}")
+            clauses = [c for c in truths.sub_claims(s) if c[1] != "verbatim"]
+            if clauses:
+                text, how = clauses[rng.randrange(len(clauses))]
+                if voice(text):
+                    add(earlier, later(voice(text)), "supported", f"{tag}_{how}")
             para = self.paraphrased(s, rng)
             if para and voice(para[0]):
                 add(earlier, later(voice(para[0])), "supported", f"{tag}_restated_{para[1]}")
@@ -776,7 +804,7 @@ def balance(pairs: list[dict], seed: int, shares: dict[str, float] | None = None
     bins: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     kept: list[dict] = []
     for p in pairs:
-        if p["_task"] == "clash":
+        if p["_task"] in ("clash", "negation"):  # kept whole: negations come in (true, false) pairs
             kept.append(p)
             continue
         bins[key(p)][p["label"]].append(p)
@@ -784,6 +812,9 @@ def balance(pairs: list[dict], seed: int, shares: dict[str, float] | None = None
         by_label = bins[key]
         share = TASK_SHARES.get(key[0], shares) if isinstance(key, tuple) and key else shares
         k = min(len(by_label[lab]) / share[lab] for lab in share)
+        if isinstance(key, tuple) and key and key[0] in SCARCE_NOT_COVERED:  # not_covered may fall short here
+            k = min(min(len(by_label[lab]) / share[lab] for lab in share if lab != "not_covered"),
+                    SCARCE_NOT_COVERED[key[0]] * len(by_label["not_covered"]) / share["not_covered"])
         for lab in share:
             members = by_label[lab]
             rng.shuffle(members)

@@ -283,7 +283,11 @@ def train(args: argparse.Namespace) -> dict:
             return contextlib.nullcontext()
         return torch.autocast(device_type=device.type, dtype=dtype)
 
-    base = Path(args.base) if args.base else prepare_base()
+    base = Path(args.init) if args.init else Path(args.base) if args.base else prepare_base()
+    if args.init:  # a checkpoint train.py wrote: its head too, in its label order
+        trained = json.loads((base / "labels.json").read_text())
+        if trained != LABELS:
+            raise SystemExit(f"{base}: labels {trained}, want {LABELS}")
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForSequenceClassification.from_pretrained(
         base, num_labels=len(LABELS), id2label=dict(enumerate(LABELS)), label2id={lab: i for i, lab in enumerate(LABELS)},
@@ -331,6 +335,13 @@ def train(args: argparse.Namespace) -> dict:
     log = (args.out / "metrics.jsonl").open("w")
     best: dict = {"selection": -1.0}
     step, running, seen = 0, 0.0, 0
+    if args.init:  # where the continuation starts: kept unless a later step beats it
+        best = {"step": 0, "epoch": 0.0, **evaluate(model, dev_set, natural, natural_wrong, device, args.eval_batch_size, autocast)}
+        log.write(json.dumps(best) + "\n")
+        log.flush()
+        print("eval " + " ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in best.items()), flush=True)
+        save(model, tokenizer, args.out, args.save_dtype)
+        (args.out / "best.json").write_text(json.dumps(best, indent=1) + "\n")
     model.train()
     started = time.perf_counter()
     last = min(total, args.stop_at) if args.stop_at else total  # stop early, keeping the schedule of `total`
@@ -377,6 +388,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prepare-base", action="store_true", help="only fetch and convert the encoder (no torch)")
     parser.add_argument("--data", type=Path, default=BUILD, help="folder with train.jsonl and dev.jsonl (data.py)")
     parser.add_argument("--base", help=f"encoder checkpoint folder (default: {BASE_DIR}, made by --prepare-base)")
+    parser.add_argument("--init", type=Path, help="continue from a classifier checkpoint train.py wrote (its head included; "
+                        "evaluated first, at step 0) instead of the bare encoder")
     parser.add_argument("--out", type=Path, default=BUILD / "model")
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: --epochs)")
