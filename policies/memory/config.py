@@ -16,6 +16,12 @@ SCOPES: tuple[str, ...] = ("private", "shared")
 class MemoryConfig(PolicyConfig):
     min_score: float = Field(0.7, ge=0, le=2)  # calibrated relevance + bonuses a memory needs to be injected
     top_k: int = Field(5, ge=1, le=50)  # memories injected at most per request
+    # ... and only those whose relevance is within `margin` of the most relevant one: memories on the
+    # request's topic sit close to the best match; one far below it is about something else even when
+    # it passes min_score (bench/memories.py, selection: precision@5 0.59 -> 0.61, recall@5 0.42 -> 0.41,
+    # unrelated requests given a block 0.12 either way; 0.10 gave 0.66 / 0.40 but dropped one of two hotel
+    # preferences the user kept both of, 0.78 and 0.89 for "find me a hotel"). 1 turns it off.
+    margin: float = Field(0.15, ge=0, le=1)
     max_tokens: int = Field(300, ge=10)  # tokens the injected block may take
     extract: Literal["local", "llm"] = "local"  # local: typed statements; llm: judge_model, strict JSON
     # The model `extract: llm` asks (required then). Unset in the user's config: poisoning.judge.model,

@@ -4,7 +4,7 @@
             + profile_bonus if its kind is one of profile_kinds
 Kept: live, visible to the request's task (its own private memories and the user's shared ones),
 not written from a message of this conversation (the model reads those already), score >= min_score,
-the best top_k, within max_tokens.
+relevance within `margin` of the most relevant kept candidate's, the best top_k, within max_tokens.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ def select(index: UserIndex, query: np.ndarray, task: str, config: MemoryConfig,
         if score >= config.min_score:
             scored.append(Selected(memory, score, rel))
     scored.sort(key=lambda s: (-s.score, s.memory.created_at))
+    if scored:  # nothing far below the best match: it is about another topic (config.margin)
+        best = max(s.relevance for s in scored[: config.top_k])
+        scored = [s for s in scored if s.relevance >= best - config.margin]
     kept: list[Selected] = []
     used = count_tokens("Relevant context:\n")
     for item in scored[: config.top_k]:
