@@ -125,9 +125,11 @@ def sessions_in_order(messages: list[dict[str, Any]]) -> list[list[dict[str, Any
     return sorted(sessions.values(), key=lambda s: s[0]["message_id"])
 
 
-def proxy_config(all_policies: bool, embedder: str | None = None) -> dict[str, Any]:
+def proxy_config(all_policies: bool, embedder: str | None = None, min_score: float | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {} if all_policies else {
         "policies": {name: {"enabled": name == "memory"} for name in policy_names()}}
+    if min_score is not None:
+        config.setdefault("policies", {}).setdefault("memory", {})["min_score"] = min_score
     if embedder:  # the memory policy alone on another embedder (embeddings.per_policy)
         config["embeddings"] = {"per_policy": {"memory": {"provider": embedder}}}
     return config
@@ -173,7 +175,7 @@ def block_lines(forwarded: str) -> list[str]:
 
 
 def run(sessions_limit: int | None = None, all_policies: bool = False, errors: bool = False,
-        out: Any = print, embedder: str | None = None) -> dict[str, Any]:
+        out: Any = print, embedder: str | None = None, min_score: float | None = None) -> dict[str, Any]:
     messages, truth = load()
     sessions = sessions_in_order(messages)
     if sessions_limit is not None:
@@ -185,7 +187,7 @@ def run(sessions_limit: int | None = None, all_policies: bool = False, errors: b
 
     os.environ["CTXWARDEN_ADMIN_KEY"] = ADMIN_KEY
     fake, upstream_url = start_fake()
-    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder))
+    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder, min_score))
     started = time.monotonic()
     try:
         r = Run(proxy_url, upstream_url)
@@ -340,8 +342,10 @@ def main() -> None:
     parser.add_argument("--errors", action="store_true", help="print each question's injected memories and their turns")
     parser.add_argument("--embedder", default=None, help="the memory policy's embedder (embeddings.per_policy.memory), "
                         "e.g. minilm; default: the proxy's")
+    parser.add_argument("--min-score", type=float, default=None, help="policies.memory.min_score (default: the policy's)")
     args = parser.parse_args()
-    run(QUICK_SESSIONS if args.quick else args.sessions, args.all_policies, args.errors, embedder=args.embedder)
+    run(QUICK_SESSIONS if args.quick else args.sessions, args.all_policies, args.errors, embedder=args.embedder,
+        min_score=args.min_score)
 
 
 if __name__ == "__main__":
