@@ -12,7 +12,7 @@ TIDE = tool("get_tide_times", "Get high and low tide times for a beach.", ["beac
 
 
 async def test_find_tools_returns_only_tools_the_list_lacks(tmp_path):
-    p = policy(tmp_path, search_results=3)
+    p = policy(tmp_path, search_results=3, budget_ms=None)  # a busy host must not skip the selection (tools.budget_ms)
     tools = all_tools() + [TIDE]
     ex = exchange(user("Book a taxi to the airport this afternoon."), tools)
     await p.on_request(ex)

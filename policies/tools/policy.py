@@ -223,7 +223,19 @@ class ToolsPolicy(BasePolicy):
             shares = self.usage.shares(tenant, index.names, index.groups, index.servers)
             anchored = [int(index.groups[i]) for i in anchors if index.groups[i] != NO_SERVER]
             boosted = boosted + self.config.usage_boost * shares * np.isin(index.groups, anchored)
+        if self.config.popularity_boost > 0:
+            boosted = boosted + self.config.popularity_boost * self._popularity(index, tenant)
         return boosted
+
+    def _popularity(self, index: ToolSetIndex, tenant: str | None) -> np.ndarray:
+        """usage.popularity for this tool set, recomputed only after new calls were counted."""
+        version = self.usage.version
+        hit = index.derived.get("popularity")
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        shares = self.usage.popularity(tenant, index.names)
+        index.derived["popularity"] = (version, shares)
+        return shares
 
     def _learn(self, index: ToolSetIndex, step: Step, counted: set[str]) -> set[str]:
         """Count the session's newly called tools and servers (usage.py); what is counted now."""
@@ -233,7 +245,7 @@ class ToolsPolicy(BasePolicy):
             return counted
         servers = {f"server:{index.servers[g]}" for n in called if (g := int(index.groups[index.positions[n]])) != NO_SERVER}
         new_servers = servers - counted
-        self.usage.count(step.tenant, new_tools, [s.removeprefix("server:") for s in new_servers])
+        self.usage.count(step.tenant, new_tools, [s.removeprefix("server:") for s in new_servers], new_session=not counted)
         return counted | new_tools | new_servers
 
     def _scores(self, index: ToolSetIndex, parts: list[QueryPart], degraded: str | None) -> tuple[np.ndarray, str | None]:

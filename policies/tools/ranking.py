@@ -121,6 +121,7 @@ class ToolSetIndex:
     token_counts: dict[str, np.ndarray] = field(default_factory=dict)  # model → tokens per tool
     facts: list[Any] = field(default_factory=list)  # the tools' ToolFacts (facts.py), same order
     positions: dict[str, int] = field(default_factory=dict)  # name → index of its first tool
+    derived: dict[str, Any] = field(default_factory=dict)  # arrays computed from it and kept (policy.py)
 
     @classmethod
     def build(cls, names: list[str | None], docs: Sequence[LexicalDoc],

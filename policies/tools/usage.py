@@ -30,14 +30,35 @@ class UsageStats:
         self._counts: LRU[tuple[str, str, str], int] = LRU(max_entries, max_bytes=4 * 2**20,
                                                            sizeof=lambda key, _: 250 + len(key[0]) + len(key[2]))
         self._lock = threading.Lock()
+        self.version = 0  # bumped by every count: derived arrays (a tool set's popularity) are cached against it
 
-    def count(self, tenant: str | None, tools: Iterable[str], servers: Iterable[str]) -> None:
-        """One session used these tools (newly) and these servers (newly)."""
+    def count(self, tenant: str | None, tools: Iterable[str], servers: Iterable[str], new_session: bool = False) -> None:
+        """One session used these tools (newly) and these servers (newly); `new_session`: its first call."""
         with self._lock:
+            self.version += 1
+            if new_session:
+                key = (tenant or "", "sessions", "")
+                self._counts.put(key, self._counts.get(key, 0) + 1)
             for kind, names in (("tool", tools), ("server", servers)):
                 for name in names:
                     key = (tenant or "", kind, name)
                     self._counts.put(key, self._counts.get(key, 0) + 1)
+
+    def popularity(self, tenant: str | None, names: list[str | None]) -> np.ndarray:
+        """Per tool: the share of the tenant's sessions (with a call) that called it, 0 before MIN_SESSIONS.
+        Some tools serve most tasks whatever they are about (write a file, fetch a page): no task's
+        words point to them, the traffic does."""
+        out = np.zeros(len(names))
+        tenant = tenant or ""
+        sessions = self._counts.get((tenant, "sessions", ""), 0)
+        if sessions < MIN_SESSIONS:
+            return out
+        for i, name in enumerate(names):
+            if name is not None:
+                n = self._counts.get((tenant, "tool", name), 0)
+                if n:
+                    out[i] = n / (sessions + SMOOTHING)
+        return out
 
     def shares(self, tenant: str | None, names: list[str | None], groups: np.ndarray, servers: list[str]) -> np.ndarray:
         """Per tool: the share of its server's sessions that called it (0 without a server or data)."""
