@@ -1,7 +1,7 @@
 """Fuzz the real server on its three APIs: bad input gets a 4xx, never a 5xx, and every body an answer in time.
 
     .venv/bin/python bench/fuzz.py [--examples 10000] [--big-share 0.05] [--timeout 10] [--seed 0]
-                                   [--rss-at 1000] [--rss-budget 80] [--rss-every 1000] [--config YAML]
+                                   [--rss-at 1000] [--rss-budget 80] [--rss-every 1000] [--config YAML] [--chroma-server]
     .venv/bin/python bench/fuzz.py --quick    # 1,000 bodies (~1 min on 2 CPUs); RSS printed, not judged
 
 Starts the fake upstream (it speaks all three APIs) and the proxy (`ctxwarden serve`: uvicorn in a
@@ -38,7 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fuzz_bodies
-from _harness import pct, start_fake, start_proxy
+from _harness import launch, pct, start_fake, start_proxy
+
+from ctxwarden.proxy.local_server import free_port
 
 
 def warm_up(client: httpx.Client) -> None:
@@ -62,6 +64,14 @@ def run(args: argparse.Namespace) -> int:
         import yaml
 
         config = {**config, **yaml.safe_load(args.config)}
+    chroma = None
+    if args.chroma_server:  # Chroma in its own process: the proxy's RSS is then the proxy's alone
+        import tempfile
+
+        port = free_port()
+        chroma = launch([str(Path(sys.executable).with_name("chroma")), "run", "--path", tempfile.mkdtemp(prefix="ctxw-chroma-"),
+                         "--host", "127.0.0.1", "--port", str(port)], port, "/api/v2/heartbeat")
+        config = {**config, "storage": {**config.get("storage", {}), "chroma_url": f"http://127.0.0.1:{port}"}}
     proxy, proxy_url = start_proxy(fake_url, config)
     client = httpx.Client(base_url=proxy_url, timeout=args.timeout)
     statuses: Counter[tuple[str, int | str]] = Counter()
@@ -95,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             if done == args.rss_at:
                 rss["mark"] = proxy.rss_mb()
             if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
-                print(f"  RSS after {done} bodies: {proxy.rss_mb():.0f} MB", flush=True)
+                print(f"  RSS after {done} bodies: {proxy.rss_mb():.0f} MB"
+                      + (f" (Chroma server: {chroma.rss_mb():.0f} MB)" if chroma else ""), flush=True)
         statuses[(api, r.status_code)] += 1
         if took[site][-1] > args.timeout:  # answered, but later than --timeout in all (httpx's timeout is per read)
             slow[api] += 1
@@ -116,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         client.close()
         proxy.stop()
         fake.stop()
+        if chroma is not None:
+            chroma.stop()
     return report(args, statuses, problems, took, by_api, sum(slow.values()), rss, after.status_code, failures,
                   time.perf_counter() - started)
 
@@ -161,6 +174,8 @@ def main() -> int:
     parser.add_argument("--rss-at", type=int, default=1000, help="RSS growth is measured from this many bodies to the end")
     parser.add_argument("--rss-budget", type=float, default=80, help="MB the proxy may grow after --rss-at bodies")
     parser.add_argument("--rss-every", type=int, default=0, help="print the proxy's RSS every this many bodies")
+    parser.add_argument("--chroma-server", action="store_true",
+                        help="Chroma in a `chroma run` process (storage.chroma_url): the proxy's RSS without Chroma's")
     parser.add_argument("--config", default="", help="YAML or JSON merged over the fuzz config (e.g. to try storage or cache settings)")
     parser.add_argument("--quick", action="store_true", help="1,000 bodies, RSS marked at 300 and not judged")
     args = parser.parse_args()
