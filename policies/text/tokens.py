@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from ..cache import LRU, stable_hash
+from ..cache import LRU, parts_hash, stable_hash
 from ..messages import Message, Tool, content_text
 
 # OpenAI's chat format: every message costs a few tokens of framing, and the reply is primed.
@@ -71,6 +71,9 @@ def encoding_name_for(model: str) -> str:
     return "o200k_base" if bare.startswith(_O200K_PREFIXES) else "cl100k_base"
 
 
+LONG_TEXT = 512  # characters from which a text's count is cached by its hash
+
+
 class TiktokenCounter:
     """Counts tokens of texts, messages and tool definitions; caches per message hash."""
 
@@ -80,6 +83,9 @@ class TiktokenCounter:
         # Bounded by count, which bounds the bytes: a key is an encoding name and a hash, never the text
         # (_message_key), ~290 bytes an entry whatever the message: 50,000 hold ~15 MB
         self._cache: LRU[tuple[str, tuple], int] = LRU(cache_size)
+        # Long texts by hash: digests and summaries count the same tool result again at every compaction
+        # event and every recount of a forwarded summary; hashing is ~20x cheaper than encoding
+        self._texts: LRU[tuple[str, str], int] = LRU(cache_size)
 
     def _encoding(self, model: str):
         name = encoding_name_for(model)
@@ -93,8 +99,15 @@ class TiktokenCounter:
     def count_text(self, text: str, model: str) -> int:
         if not text:
             return 0
-        _, enc = self._encoding(model)
-        return len(enc.encode(text, disallowed_special=()))
+        name, enc = self._encoding(model)
+        if len(text) < LONG_TEXT:
+            return len(enc.encode(text, disallowed_special=()))
+        key = (name, parts_hash(text))
+        hit = self._texts.get(key)
+        if hit is None:
+            hit = len(enc.encode(text, disallowed_special=()))
+            self._texts.put(key, hit)
+        return hit
 
     def count_message(self, message: Message, model: str) -> int:
         name, _ = self._encoding(model)
