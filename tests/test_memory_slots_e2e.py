@@ -5,17 +5,9 @@ task's private memory never reaches a request of another task (x-ctxwarden-task)
 from __future__ import annotations
 
 import httpx
-import pytest
 
-from tests.conftest import openai_client, policies_off
-
-ADMIN = {"authorization": "Bearer admin-test"}
-
-
-@pytest.fixture
-def proxy(start_proxy, monkeypatch):
-    monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", "admin-test")
-    return start_proxy({"policies": policies_off("memory")})
+from tests.conftest import openai_client
+from tests.test_memory_e2e import ADMIN, proxy  # noqa: F401  (the fixture: the real server, memory alone on)
 
 
 def ask(proxy, text, user="dana", **headers):
