@@ -20,6 +20,7 @@ digest renders the most detail that fits, then lines by priority, at worst clipp
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -54,19 +55,11 @@ MAX_MISSES = 64  # lines in a row that do not fit: the line digest stops looking
 
 # ---------------------------------------------------------------------------- the digest
 
-_last_mentions: list[tuple[str, Mentions]] = []  # the last one made: a span's results share one text
-
-
+@functools.lru_cache(maxsize=1)  # the last one made: a span's results share one text
 def _mentions(text: str) -> Mentions:
     """Mentions(text), made once for the tool results of a span (they share the later messages):
     made per result, it cost a quarter of the proxy's CPU at steps 40-60 of an agent loop."""
-    last = _last_mentions[0] if _last_mentions else None  # one read: another thread may replace it
-    if last is not None and last[0] == text:
-        return last[1]
-    made = Mentions(text)
-    _last_mentions[:] = [(text, made)]
-    return made
-
+    return Mentions(text)
 
 
 def digest(text: str, budget_tokens: int, mentions: str = "", count: Count | None = None,

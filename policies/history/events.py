@@ -194,9 +194,9 @@ def _fire(result: Plan, units: Units, marks: Marks, estimate: Estimate, merge: M
     # of what an event leaves, so events come ever closer (the steps until the next one are the compress
     # mark less what an event leaves, over what a step adds). An event already rewrites the forwarded
     # history from the first block on, so rolling the blocks up to a fixed size then costs the cache nothing.
-    blocks = sum(s.tokens for s in result.segments if s.kind == "block")
-    over_blocks = reason == "budget" and marks.budget_blocks is not None and blocks > marks.budget_blocks
-    if sum(1 for s in result.segments if s.kind == "block") > marks.max_summaries or over_low or over_blocks:
+    blocks = [s for s in result.segments if s.kind == "block"]
+    over_blocks = reason == "budget" and marks.budget_blocks is not None and sum(s.tokens for s in blocks) > marks.budget_blocks
+    if len(blocks) > marks.max_summaries or over_low or over_blocks:
         def cap(rolled: int) -> int | None:
             # Under the budget, the roll-up gets what is left of the low mark once the rest is counted.
             caps = [(marks.budget_low or 0) - (after - rolled)] if over_low else []
