@@ -85,11 +85,12 @@ def extraction(split: str, errors: bool) -> dict[str, float]:
 # ----------------------------------------------------------------------------- the policy
 
 
-def make_policy(tmp: str, provider: str | None = None) -> MemoryPolicy:
+def make_policy(tmp: str, provider: str | None = None, min_distinct: float | None = None) -> MemoryPolicy:
     embedder = build_embedder(EmbedderChoice(provider=provider) if provider else EmbedderChoice())
     store = ChromaStore(StorageConfig(path=f"{tmp}/store"))
     services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store)  # type: ignore[arg-type]
-    return MemoryPolicy(MemoryConfig(refresh_s=0), services)
+    extra = {} if min_distinct is None else {"min_distinct": min_distinct}
+    return MemoryPolicy(MemoryConfig(refresh_s=0, **extra), services)
 
 
 def memories_of(user: str, texts: list[str], age_s: float, rng: random.Random) -> list[Memory]:
@@ -214,6 +215,7 @@ async def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--errors", action="store_true", help="print each misread turn and each imperfect selection")
     parser.add_argument("--embedder", default=None, help="the policy's embedder (e.g. minilm); default: the proxy's")
+    parser.add_argument("--min-distinct", type=float, default=None, help="policies.memory.min_distinct (-10: no gate)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
     print("extraction (local), a turn predicted a memory when the extractor proposes one:")
@@ -222,9 +224,10 @@ async def main() -> None:
         print(f"  {split:8s} {f['turns']:3d} turns: precision {f['precision']:.2f}  recall {f['recall']:.2f}  "
               f"kind right {f['kind']:.2f}   targets 0.9 / 0.8")
     with tempfile.TemporaryDirectory() as tmp:
-        policy = make_policy(tmp, args.embedder)
+        policy = make_policy(tmp, args.embedder, args.min_distinct)
         s = await selection(policy, args.errors)
-        print(f"selection ({policy.services.embedder.name}, min_score {policy.config.min_score}, top_k {policy.config.top_k}): "
+        print(f"selection ({policy.services.embedder.name}, min_score {policy.config.min_score}, min_distinct "
+              f"{policy.config.min_distinct}, top_k {policy.config.top_k}): "
               f"{s['queries']} requests, {s['memories']} memories")
         print(f"  precision@5 {s['precision']:.2f}  recall@5 {s['recall']:.2f}  "
               f"unrelated requests given a memory {s['unrelated']:.2f}  ({s['blocks']} blocks)")

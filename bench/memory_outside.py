@@ -3,6 +3,7 @@
     python bench/memory_outside.py            # the whole conversation: 1,431 user turns, 665 sessions, 35 questions
     python bench/memory_outside.py --quick    # the first 120 sessions and the questions due by then
     python bench/memory_outside.py --errors   # also each question: what was injected, from which turn
+    python bench/memory_outside.py --part dev # the figures of the dev questions only (tuning); --part heldout once
 
 The data (bench/data/memory_outside/, README.md there) is CRI Benchmark's `persona-1-base`
 (cri-benchmark 0.1.2, MIT): one user, Marcus, talking to an assistant over 289 days in 665
@@ -44,7 +45,16 @@ Figures (micro-averaged over the turn-labelled questions):
     benchmark's `noise_examples` turns (chit-chat with nothing lasting) became memories;
   * diagnostic: where the policy's own relevance (GET /admin/memories?q=, calibrated cosine
     without bonuses) ranks the best evidence memory among the user's live memories.
+  * blocks on conversation turns: the share of the conversation's own requests (chit-chat mostly)
+    that were forwarded with a memory block; a block on a turn it has no bearing on is harm.
 Targets (issue 45): precision >= 0.80 and recall >= 0.80. Figures only; nothing here is timed.
+
+Dev and held-out (issue 45: tune on one part, report the other once): the turn-labelled questions are
+split by topic family, so no held-out topic was looked at while choosing thresholds:
+  dev      work (current occupation, career satisfaction, remote work opinion), diet (both changes and
+           the conflict), political engagement: 7 questions;
+  heldout  place (both location changes, city preference), relationship and family (both relationship
+           changes, the relationship conflict, family configuration), technology usage: 8 questions.
 
 Memories are written during the run, so every one is younger than `recent_s` (1 h) and gets the
 same `recent_bonus`; the benchmark's own dates (days to months apart) cannot reach the server.
@@ -75,6 +85,7 @@ TENANT, USER = "cri-persona-1-base", "marcus"
 SYSTEM = "You are a helpful assistant."
 HEADER = "Relevant context:"
 QUICK_SESSIONS = 120
+DEV_TOPICS = ("current occupation", "career satisfaction", "remote work opinion", "diet", "political engagement")
 
 
 @dataclass
@@ -85,6 +96,7 @@ class Question:
     ask_before: int | None  # asked before this message id is sent; None: after the last session
     injected: list[str] = field(default_factory=list)  # the block's lines, as forwarded
     ranked: list[tuple[str, float]] = field(default_factory=list)  # live memories by relevance (admin ?q=)
+    part: str = ""  # dev | heldout for the turn-labelled questions (module docstring)
 
 
 def load(data: Path = DATA) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -100,13 +112,18 @@ def questions(truth: dict[str, Any]) -> list[Question]:
     for i, change in enumerate(changes):
         later = [c for c in changes[i + 1:] if c["query_topic"] == change["query_topic"]]
         ask_before = min(later[0]["key_messages"]) if later else None
-        out.append(Question("change", f"What is my {change['query_topic']}?", tuple(change["key_messages"]), ask_before))
+        out.append(Question("change", f"What is my {change['query_topic']}?", tuple(change["key_messages"]), ask_before,
+                            part=part_of(change["query_topic"])))
     for conflict in truth["conflicts"]:
         out.append(Question("conflict", f"Tell me about my {conflict['topic']}.",
-                            tuple(conflict["introduced_at_messages"]), None))
+                            tuple(conflict["introduced_at_messages"]), None, part=part_of(conflict["topic"])))
     for pair in truth["query_relevance_pairs"]:
         out.append(Question("relevance", pair["query"], (), None))
     return out
+
+
+def part_of(topic: str) -> str:
+    return "dev" if topic in DEV_TOPICS else "heldout"
 
 
 def signal_turns(messages: list[dict[str, Any]], truth: dict[str, Any], key: str = "signal_examples") -> set[int]:
@@ -125,11 +142,13 @@ def sessions_in_order(messages: list[dict[str, Any]]) -> list[list[dict[str, Any
     return sorted(sessions.values(), key=lambda s: s[0]["message_id"])
 
 
-def proxy_config(all_policies: bool, embedder: str | None = None, min_score: float | None = None) -> dict[str, Any]:
+def proxy_config(all_policies: bool, embedder: str | None = None, min_score: float | None = None,
+                 min_distinct: float | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {} if all_policies else {
         "policies": {name: {"enabled": name == "memory"} for name in policy_names()}}
-    if min_score is not None:
-        config.setdefault("policies", {}).setdefault("memory", {})["min_score"] = min_score
+    for key, value in (("min_score", min_score), ("min_distinct", min_distinct)):
+        if value is not None:
+            config.setdefault("policies", {}).setdefault("memory", {})[key] = value
     if embedder:  # the memory policy alone on another embedder (embeddings.per_policy)
         config["embeddings"] = {"per_policy": {"memory": {"provider": embedder}}}
     return config
@@ -175,7 +194,8 @@ def block_lines(forwarded: str) -> list[str]:
 
 
 def run(sessions_limit: int | None = None, all_policies: bool = False, errors: bool = False,
-        out: Any = print, embedder: str | None = None, min_score: float | None = None) -> dict[str, Any]:
+        out: Any = print, embedder: str | None = None, min_score: float | None = None,
+        min_distinct: float | None = None, part: str = "all") -> dict[str, Any]:
     messages, truth = load()
     sessions = sessions_in_order(messages)
     if sessions_limit is not None:
@@ -187,13 +207,13 @@ def run(sessions_limit: int | None = None, all_policies: bool = False, errors: b
 
     os.environ["CTXWARDEN_ADMIN_KEY"] = ADMIN_KEY
     fake, upstream_url = start_fake()
-    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder, min_score))
+    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder, min_score, min_distinct))
     started = time.monotonic()
     try:
         r = Run(proxy_url, upstream_url)
         pending = sorted((q for q in due if q.ask_before is not None and q.ask_before <= last_sent),
                          key=lambda q: q.ask_before or 0)
-        asked = 0
+        asked = turn_blocks = 0
 
         def ask(q: Question) -> None:
             nonlocal asked
@@ -206,7 +226,8 @@ def run(sessions_limit: int | None = None, all_policies: bool = False, errors: b
                 while pending and pending[0].ask_before is not None and pending[0].ask_before <= m["message_id"]:
                     ask(pending.pop(0))
                 if m["role"] == "user":
-                    r.send([*history, {"role": "user", "content": m["content"]}], session[0]["session_id"])
+                    forwarded = r.send([*history, {"role": "user", "content": m["content"]}], session[0]["session_id"])
+                    turn_blocks += bool(block_lines(forwarded))
                 history.append({"role": m["role"], "content": m["content"]})
         for q in due:
             if q.ask_before is None or q.ask_before > last_sent:
@@ -220,12 +241,16 @@ def run(sessions_limit: int | None = None, all_policies: bool = False, errors: b
         proxy.stop()
         fake.stop()
 
-    return score(messages, truth, sessions, due, memories, r.requests, elapsed, errors, out)
+    figures: dict[str, Any] = {}
+    for i, name in enumerate(("all", "dev", "heldout") if part == "all" else (part,)):
+        figures[name] = score(messages, truth, sessions, due, memories, r.requests, elapsed, errors and i == 0, out,
+                              name, turn_blocks)
+    return figures[part]
 
 
 def score(messages: list[dict[str, Any]], truth: dict[str, Any], sessions: list[list[dict[str, Any]]],
           due: list[Question], memories: list[dict[str, Any]], requests: int, elapsed: float, errors: bool,
-          out: Any) -> dict[str, Any]:
+          out: Any, part: str = "all", turn_blocks: int = 0) -> dict[str, Any]:
     sent_ids = {m["message_id"] for s in sessions for m in s}
     turn_of_hash: dict[str, set[int]] = {}
     for m in messages:
@@ -241,7 +266,7 @@ def score(messages: list[dict[str, Any]], truth: dict[str, Any], sessions: list[
     extracted_turns = set().union(*source_turns.values()) if source_turns else set()
 
     session_of = {m["message_id"]: m["session_id"] for m in messages}
-    labelled = [q for q in due if q.evidence]
+    labelled = [q for q in due if q.evidence and part in ("all", q.part)]
     injected = relevant = evidence_total = evidence_found = evidence_extracted = found_extracted = 0
     unknown = session_relevant = sessions_total = sessions_found = 0
     best_ranks: list[int] = []  # per question: the rank of its best evidence memory by the policy's relevance
@@ -305,14 +330,15 @@ def score(messages: list[dict[str, Any]], truth: dict[str, Any], sessions: list[
         "sessions": len(sessions), "requests": requests, "unmatched_lines": unknown,
         "evidence_in_top5": sum(r <= 5 for r in best_ranks), "evidence_ranked": len(best_ranks),
         "median_best_rank": sorted(best_ranks)[len(best_ranks) // 2] if best_ranks else None,
+        "turn_blocks": turn_blocks / max(user_turns, 1), "part": part,
         "noise_turns": len(noise), "noise_written": len(noise & extracted_turns),
         "labelled_evidence": len(all_evidence), "labelled_extracted": len(all_evidence & extracted_turns),
     }
     f = figures
     out(f"CRI persona-1-base through the real server: {f['sessions']} sessions, {f['user_turns']} user turns, "
         f"{f['requests']} requests in {elapsed:.0f} s; {f['memories']} memories written ({f['live_memories']} live)")
-    out(f"SELECT on {f['questions']} turn-labelled questions: {f['injected']} memories injected, {f['relevant']} from an "
-        f"evidence turn")
+    out(f"SELECT on {f['questions']} turn-labelled questions ({part}): {f['injected']} memories injected, "
+        f"{f['relevant']} from an evidence turn")
     out(f"  precision           {f['precision']:.2f}   target >= 0.80")
     out(f"  recall              {f['recall']:.2f}   ({f['evidence_found']}/{f['evidence_turns']} evidence turns)   "
         f"target >= 0.80")
@@ -325,6 +351,8 @@ def score(messages: list[dict[str, Any]], truth: dict[str, Any], sessions: list[
         f"{f['questions'] - f['evidence_ranked']} have no live evidence memory)")
     out(f"  nothing injected    {f['nothing_injected']:.2f}   (phrase-labelled questions: "
         f"{f['relevance_nothing_injected']:.2f} of {f['relevance_questions']})")
+    out(f"blocks on conversation turns {f['turn_blocks']:.2f}   ({turn_blocks}/{f['user_turns']} of the conversation's "
+        f"own requests forwarded with a memory block)")
     out(f"extraction recall     {f['extraction_recall']:.2f}   ({f['labelled_extracted']}/{f['labelled_evidence']} labelled "
         f"evidence turns gave a memory)")
     out(f"  chit-chat written as memories: {f['noise_written']}/{f['noise_turns']} of the benchmark's labelled noise "
@@ -343,9 +371,13 @@ def main() -> None:
     parser.add_argument("--embedder", default=None, help="the memory policy's embedder (embeddings.per_policy.memory), "
                         "e.g. minilm; default: the proxy's")
     parser.add_argument("--min-score", type=float, default=None, help="policies.memory.min_score (default: the policy's)")
+    parser.add_argument("--min-distinct", type=float, default=None,
+                        help="policies.memory.min_distinct (default: the policy's; -10 turns the gate off)")
+    parser.add_argument("--part", choices=("all", "dev", "heldout"), default="all",
+                        help="which turn-labelled questions to score (module docstring); all: all, then each part")
     args = parser.parse_args()
     run(QUICK_SESSIONS if args.quick else args.sessions, args.all_policies, args.errors, embedder=args.embedder,
-        min_score=args.min_score)
+        min_score=args.min_score, min_distinct=args.min_distinct, part=args.part)
 
 
 if __name__ == "__main__":

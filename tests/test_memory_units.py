@@ -152,6 +152,20 @@ def test_select_bonuses_budget_and_top_k():
     assert len(chosen(many, unit(1, 0), max_tokens=50)) == 2  # 2 + 21 + 21 words
 
 
+def test_select_injects_only_a_memory_that_stands_out_from_the_users_others():
+    rng = np.random.default_rng(3)
+    index = UserIndex(16)
+    for i in range(200):  # a user with many memories, none about the request
+        index.put(memory(f"m{i}", f"t{i}"), rng.standard_normal(16).astype(np.float32) / 4)
+    query = unit(*([1.0] + [0.0] * 15))
+    ids = lambda: [s.memory.id for s in select(index, query, "", MemoryConfig(min_score=0.0), CAL, lambda t: 1)]
+    assert ids() == []  # the nearest of 200 by chance is no match
+    assert len(select(index, query, "", MemoryConfig(min_score=0.0, min_distinct=-10, margin=1), CAL,
+                      lambda t: 1)) == 5  # without the gate: the five nearest
+    index.put(memory("on_topic", "t"), unit(*([1.0, 0.2] + [0.0] * 14)))
+    assert ids() == ["on_topic"]
+
+
 def test_a_write_is_compared_with_the_nearest_live_memories_the_task_sees():
     index = UserIndex(2)
     for i in range(100):

@@ -22,6 +22,12 @@ class MemoryConfig(PolicyConfig):
     # unrelated requests given a block 0.12 either way; 0.10 gave 0.66 / 0.40 but dropped one of two hotel
     # preferences the user kept both of, 0.78 and 0.89 for "find me a hotel"). 1 turns it off.
     margin: float = Field(0.15, ge=0, le=1)
+    # Once a user has 20 live memories, one must also stand out from them (select.py, "distinct"): its
+    # cosine's z-score over them must reach this + sqrt(2 ln n), about where the best of n unrelated
+    # memories lands by chance. Higher: fewer blocks, each more likely on topic. 0.5 chosen on
+    # bench/memories.py (precision@5 0.61 -> 0.93, recall@5 0.41 -> 0.25 in the simulation) and the dev
+    # half of bench/memory_outside.py (README); -10 turns it off.
+    min_distinct: float = Field(0.5, ge=-10, le=10)
     max_tokens: int = Field(300, ge=10)  # tokens the injected block may take
     extract: Literal["local", "llm"] = "local"  # local: typed statements; llm: judge_model, strict JSON
     # The model `extract: llm` asks (required then). Unset in the user's config: poisoning.judge.model,

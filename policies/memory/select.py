@@ -4,7 +4,19 @@
             + profile_bonus if its kind is one of profile_kinds
 Kept: live, visible to the request's task (its own private memories and the user's shared ones),
 not written from a message of this conversation (the model reads those already), score >= min_score,
-relevance within `margin` of the most relevant kept candidate's, the best top_k, within max_tokens.
+relevance within `margin` of the most relevant kept candidate's, distinct (below), the best top_k,
+within max_tokens.
+
+Distinct: a request that is about nothing the user said still has a nearest memory, and the more
+memories a user has, the closer that nearest one sits by chance (on CRI's long conversation, 900
+narrative sentences, almost every chit-chat turn had one at relevance 0.7). So once a user has
+MIN_COHORT live memories, a memory must also stand out from them: its cosine, as a z-score over the
+user's live memories, must reach
+    min_distinct + sqrt(2 ln n)
+where sqrt(2 ln n) is about where the largest of n unrelated cosines lands by chance. A user with
+fewer memories has few chance matches, and too few cosines to tell chance from: min_score decides.
+The fixed calibration memories were tried as a background for small users and rejected: they hold
+the same everyday topics as the requests ("boutique hotels"), so they hid the user's own hotel memory.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from .index import UserIndex
 from .model import Memory
 
 CANDIDATES = 64  # best-by-cosine memories scored in full (the bonuses are at most 0.25 together)
+MIN_COHORT = 20  # live memories before the distinct gate applies (module docstring)
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,7 @@ def select(index: UserIndex, query: np.ndarray, task: str, config: MemoryConfig,
         return []
     now = time.time() if now is None else now
     floor = calibration.cosine_for(max(1e-6, min(1 - 1e-6, config.min_score - config.recent_bonus - config.profile_bonus)))
+    floor = max(floor, distinct_floor(sims[live], config.min_distinct))
     eligible = np.flatnonzero(live & (sims >= floor))
     if len(eligible) > CANDIDATES:
         eligible = eligible[np.argpartition(-sims[eligible], CANDIDATES)[:CANDIDATES]]
@@ -63,3 +77,11 @@ def select(index: UserIndex, query: np.ndarray, task: str, config: MemoryConfig,
         kept.append(item)
         used += cost
     return kept
+
+
+def distinct_floor(live_sims: np.ndarray, min_distinct: float) -> float:
+    """The cosine a memory needs to stand out from the user's live memories (module docstring); -inf: no gate."""
+    n = len(live_sims)
+    if n < MIN_COHORT:
+        return float("-inf")
+    return float(live_sims.mean() + (min_distinct + np.sqrt(2 * np.log(n))) * live_sims.std())
