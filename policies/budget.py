@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .base import BasePolicy, BudgetNote, Exchange, PolicyConfig, Reject, Services, Verdict, run_cpu
-from .messages import last_user_index, system_prefix_length
+from .messages import last_user_index, message_tokens, system_prefix_length
 
 log = logging.getLogger("ctxwarden.budget")
 
@@ -61,7 +61,7 @@ def component_tokens(ex: Exchange, services: Services) -> dict[str, int]:
         hit = memo.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
-        n = services.tokens.count_tools([obj], ex.model) if is_tool else services.tokens.count_message(obj, ex.model)
+        n = services.tokens.count_tools([obj], ex.model) if is_tool else message_tokens(services.tokens, obj, ex.model)
         memo[id(obj)] = (obj, n)
         return n
 

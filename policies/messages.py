@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, Sequence
 
 Message = dict[str, Any]
 Tool = dict[str, Any]
@@ -108,3 +110,128 @@ def append_note(messages: list[Message], note: str) -> list[Message]:
     if messages and messages[-1].get("role") == "user":
         return [*messages[:-1], with_note(messages[-1], note)]
     return [*messages, {"role": "user", "content": note}]
+
+
+_PLAIN_FIELDS = frozenset({"role", "content", "name", "tool_call_id", "tool_calls", "refusal"})
+_CALL_FIELDS = frozenset({"id", "type", "function"})
+
+
+# What is known of each message object of the request being handled (`request_memo`): its
+# fingerprint and the analyses made of it (`remembered`), by id. Every policy reads the whole history
+# on every request (the budget, the planner, the archive, refs), and even a cache lookup per message
+# and analysis (~2 µs, and ~3 µs for the fingerprint) added up to milliseconds at 120 messages.
+# Holding the message keeps its id from being reused while the entry lives. Worker threads started by
+# asyncio.to_thread see the same dict (they run in a copy of the request's context).
+Facts = dict[Any, Any]
+_MEMO: ContextVar[dict[int, tuple[Message, Facts]] | None] = ContextVar("ctxwarden_message_facts", default=None)
+
+
+@contextlib.contextmanager
+def request_memo(messages: Sequence[Message] = (), previous: "Carried | None" = None) -> Iterator[dict[int, tuple[Message, Facts]]]:
+    """Analyses are remembered per message object until the block ends (one request's policies).
+    `previous` (what `carry` kept of the session's last request): each of `messages` equal to the
+    message at its place there starts with that message's facts, so an agent's history, sent again
+    whole at every step, is compared (memcmp speed) instead of analysed again."""
+    memo: dict[int, tuple[Message, Facts]] = {}
+    if previous is not None:
+        for message, (old, facts) in zip(messages, previous.messages):
+            if message == old:  # every field equal: every analysis of it is the same
+                memo[id(message)] = (message, facts)
+    token = _MEMO.set(memo)
+    try:
+        yield memo
+    finally:
+        _MEMO.reset(token)
+
+
+class Carried:
+    """A request's messages with their facts, for the session's next request (`request_memo`)."""
+
+    __slots__ = ("messages", "bytes")
+
+    def __init__(self, messages: Sequence[Message], memo: dict[int, tuple[Message, Facts]]) -> None:
+        # Only messages with a fingerprint: `==` tells 1 from True no better than a hash does.
+        kept = []
+        for message in messages:
+            hit = memo.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = (message, {})
+            if _FINGERPRINT not in hit[1]:  # no policy asked for it (the system prompt, a message only counted)
+                hit[1][_FINGERPRINT] = _fingerprint(message)
+            if hit[1][_FINGERPRINT] is None:
+                break
+            kept.append(hit)
+        self.messages: list[tuple[Message, Facts]] = kept
+        # About: the texts (held alive by this), ~600 bytes a message and its facts
+        self.bytes = sum(600 + len(m.get("content") or "") for m, _ in kept)
+
+
+def remembered(kind: Any, message: Message, compute: Callable[[Message], Any]) -> Any:
+    """`compute(message)`, made once per message object (and carried to the session's next request
+    for an equal message) within `request_memo`; `kind` names the analysis. `compute` must read
+    nothing but the message (and what `kind` names)."""
+    memo = _MEMO.get()
+    if memo is None:
+        return compute(message)
+    hit = memo.get(id(message))
+    if hit is None or hit[0] is not message:
+        hit = memo[id(message)] = (message, {})
+    facts = hit[1]
+    if kind in facts:
+        return facts[kind]
+    value = facts[kind] = compute(message)
+    return value
+
+
+def message_tokens(counter: Any, message: Message, model: str) -> int:
+    """`counter.count_message(message, model)`, once per message object and carried to the session's
+    next request (`remembered`): the counter's own cache costs a key and a locked lookup per message."""
+    return remembered(("tokens", id(counter), model), message, lambda m: counter.count_message(m, model))
+
+
+_FINGERPRINT = "fingerprint"
+
+
+def fingerprint(message: Message) -> tuple[int, int] | None:
+    """`_fingerprint`, remembered per message object within `request_memo`."""
+    return remembered(_FINGERPRINT, message, _fingerprint)
+
+
+def _fingerprint(message: Message) -> tuple[int, int] | None:
+    """An in-process identity of a whole message (every field), for caches of what is derived from
+    it, without hashing its JSON or its bytes: Python's own 64-bit hash of its fields, and its
+    text's length. A str caches its hash, so the analyses of one request that fingerprint the same
+    message pay for hashing its text once. Never stable across processes: only for in-memory keys.
+    None for shapes it does not cover (list content, other fields, non-str values): hash those in full."""
+    content = message.get("content")
+    if not (content is None or isinstance(content, str)) or not message.keys() <= _PLAIN_FIELDS:
+        return None
+    fields = (message.get("role"), message.get("name"), message.get("tool_call_id"), message.get("refusal"))
+    if not all(f is None or type(f) is str for f in fields):  # 1 and True hash alike yet read differently
+        return None
+    calls = message.get("tool_calls")
+    key: tuple = (tuple(message.keys()), content, *fields)
+    if calls is not None:
+        shape = _calls_shape(calls)
+        if shape is None:
+            return None
+        key += shape
+    return hash(key), len(content or "")
+
+
+def _calls_shape(calls: Any) -> tuple | None:
+    """Every field of the documented tool-call shape, as str values; None for any other shape."""
+    if not isinstance(calls, list):
+        return None
+    out: list = []
+    for call in calls:
+        if not isinstance(call, dict) or not call.keys() <= _CALL_FIELDS:
+            return None
+        fn = call.get("function")
+        if not (isinstance(fn, dict) and fn.keys() <= {"name", "arguments"}):
+            return None
+        values = (call.get("id"), call.get("type"), fn.get("name"), fn.get("arguments"))
+        if not all(v is None or type(v) is str for v in values):
+            return None
+        out.append((tuple(call.keys()), tuple(fn.keys()), *values))
+    return (len(out), *out)

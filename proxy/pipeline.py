@@ -11,7 +11,8 @@ from opentelemetry.trace import INVALID_SPAN, Status, StatusCode
 
 from ctxwarden.policies.base import Answer, BasePolicy, Block, Exchange, Outcome, Reject, Respond, Services, Verdict
 from ctxwarden.policies.budget import BudgetPolicy
-from ctxwarden.policies.messages import append_note
+from ctxwarden.policies.cache import LRU
+from ctxwarden.policies.messages import Carried, append_note, request_memo
 
 from .config import Settings
 from .registry import policy_class
@@ -46,18 +47,29 @@ class Pipeline:
         self.sessions = SessionSync(services.versions, self.policies)  # type: ignore[arg-type]
         # Synchronous callables (ex, outcome) → None, called once per request as it ends: must be quick.
         self.listeners: list[Callable[[Exchange, Outcome], None]] = []
+        # Per session, its last request's messages and what the policies learned of each (see run_request)
+        self._carried: LRU[tuple[str | None, str], Carried] = LRU(
+            10_000, max_bytes=32 * 2**20, sizeof=lambda key, carried: 300 + len(key[1]) + carried.bytes)
 
     def policy(self, name: str) -> BasePolicy | None:
         return next((p for p in self.policies if p.name == name), None)
 
     async def run_request(self, ex: Exchange) -> Verdict | None:
-        if not self.sessions.active:
-            return await self._run_request(ex)
-        await self.sessions.load(ex)
-        try:
-            return await self._run_request(ex)
-        finally:
-            await self.sessions.save(ex)
+        # Each policy reads the whole history, which an agent sends again at every step: what is
+        # known of a message (its fingerprint, key, tokens, refs) is made once per request, and the
+        # messages the session's last request also sent start with what was known of them there.
+        incoming = ex.messages
+        with request_memo(incoming, self._carried.get(ex.session_key)) as memo:
+            try:
+                if not self.sessions.active:
+                    return await self._run_request(ex)
+                await self.sessions.load(ex)
+                try:
+                    return await self._run_request(ex)
+                finally:
+                    await self.sessions.save(ex)
+            finally:
+                self._carried.put(ex.session_key, Carried(incoming, memo))
 
     async def _run_request(self, ex: Exchange) -> Verdict | None:
         if self.budget:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict, run_cpu
 from ..cache import LRU, parts_hash
-from ..messages import Message, content_text, last_user_index
+from ..messages import Message, content_text, last_user_index, remembered
 from .admin import Route, routes
 from .assess import Assessment, assess, input_evidence, retrieve
 from .checkers import build_checker
@@ -43,6 +43,7 @@ from .stats import PoisoningStats
 log = logging.getLogger("ctxwarden.poisoning")
 
 _OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
+_without_notes = lambda m: _OUR_NOTES.sub("", content_text(m))  # noqa: E731  a message as the input checks read it
 CHECKED_ROLES = ("assistant", "tool")
 MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
 SHORT_EMBED_CHARS = 4000  # answer + question under this are embedded on the event loop (≲ 0.3 ms)
@@ -265,9 +266,8 @@ class PoisoningPolicy(BasePolicy):
     def _inputs_to_check(self, ex: Exchange) -> list[tuple[int, str, str]]:
         """(index, role, text) of the incoming messages the checks read."""
         roles = set(CHECKED_ROLES) | self.flags.roles
-        todo = [(i, m.get("role", ""), _OUR_NOTES.sub("", content_text(m))) for i, m in enumerate(ex.messages)
-                if m.get("role") in roles]
-        return [(i, role, text) for i, role, text in todo if text.strip()]
+        return [(i, m.get("role", ""), text) for i, m in enumerate(ex.messages) if m.get("role") in roles  # read once a message
+                and (text := remembered("poisoning.text", m, _without_notes)).strip()]  # (kept for the session's next request)
 
     async def _load_kb_index(self, ex: Exchange) -> None:
         try:
@@ -276,13 +276,13 @@ class PoisoningPolicy(BasePolicy):
             self._failed(ex, exc, "stream", store=True)
 
     async def _input_findings(self, ex: Exchange, todo: list[tuple[int, str, str]]) -> dict[int, Finding]:
-        """Findings per message index; cached per (tenant, KB version, role, text). The caller has
-        loaded (or refreshed) the KB's index, so kb.version is current."""
+        """Findings per message index, cached per (tenant, KB version, role, text); the caller refreshed kb.version."""
         kb = self.kb(ex.tenant)
         out: dict[int, Finding] = {}
         fresh: list[tuple[int, str, str, str]] = []
         for i, role, text in todo:
-            key = parts_hash(ex.tenant or "", kb.version, role, text)  # the text's bytes: every message, every request
+            text_key = remembered("poisoning.hash", ex.messages[i], lambda _: parts_hash(text))  # its bytes: once a message
+            key = parts_hash(ex.tenant or "", kb.version, role, text_key)
             known = self._verdicts.get(key, _UNSEEN)
             if known is not _UNSEEN:
                 if known is not None:
