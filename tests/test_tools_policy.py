@@ -383,8 +383,9 @@ async def test_past_server_focus_only_the_servers_in_play_join_the_list(tmp_path
     ask = user("Start the engine of my car, then lock the doors of the car.")
     forwarded = {}
     for focus in (0, 2):
+        # twins off: the car's and the boat's `start_engine` are twins by name and words (twins.py), and this is about focus
         p = policy(tmp_path / str(focus), min_k=2, max_k=12, gap=1.0, sibling_boost=0.0, usage_boost=0.0,
-                   server_focus=focus, search_tool=False)
+                   server_focus=focus, search_tool=False, twins=False)
         ex = exchange(ask, tools)
         await p.on_request(ex)
         forwarded[focus] = names(ex.tools)

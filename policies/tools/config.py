@@ -26,7 +26,7 @@ class QueryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     request: float = Field(1.0, ge=0)
     task: float = Field(0.3, ge=0)
-    assistant: float = Field(0.5, ge=0)
+    assistant: float = Field(1.0, ge=0)  # 1.0 (was 0.5): the plan the agent just wrote names its next server
     result: float = Field(0.3, ge=0)
 
     @model_validator(mode="after")
@@ -39,9 +39,9 @@ class QueryConfig(BaseModel):
 class ToolsConfig(PolicyConfig):
     max_tools: int = Field(30, ge=1)  # more tools than this in a request → filter
     # The session's forwarded list never grows past this (null → max_tools); appending past it starts
-    # the list again from what the step needs. 18 and max_k 8: measured on the dev tasks of bench/mcp_tools.py
-    # (20 and 12 before: as available, 1.8 more tools a step).
-    max_forwarded: int | None = Field(18, ge=1)
+    # the list again from what the step needs. 17 and max_k 8: measured on the dev tasks of bench/mcp_tools.py
+    # (20 and 12 before: as available, 1.8 more tools a step; 18 before twins, which bring a tool or two more).
+    max_forwarded: int | None = Field(17, ge=1)
     top_k: int | None = Field(None, ge=1)  # a fixed number of relevant tools; null → adaptive (min_k..max_k)
     min_k: int = Field(5, ge=1)
     max_k: int = Field(8, ge=1)
@@ -52,8 +52,10 @@ class ToolsConfig(PolicyConfig):
     query: QueryConfig = QueryConfig()
     server_focus: int = Field(3, ge=0)  # past this many relevant tools, only the servers in play; 0 = off
     sibling_boost: float = Field(0.1, ge=0)
+    server_boost: float = Field(0.1, ge=0)  # added to each tool of a server this session called (in use)
     usage_boost: float = Field(0.3, ge=0)
     popularity_boost: float = Field(0.4, ge=0)  # the share of the tenant's sessions that called a tool, ranked up
+    twins: bool = True  # a forwarded or found tool brings its twins: the same function on another server (twins.py)
     grow: bool = True  # mid-task steps may add a missing top tool (not only a new user request)
     stable_list: bool = True
     search_tool: bool = True

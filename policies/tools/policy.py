@@ -23,7 +23,7 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from ..base import BasePolicy, Exchange, ProxyTool, Services, Verdict
+from ..base import BasePolicy, Exchange, Services, Verdict
 from ..cache import LRU
 from ..deadline import NO_DEADLINE, Deadline, OverBudget
 from ..messages import Message, Tool
@@ -34,10 +34,11 @@ from .loadout import CALLED, CLIENT, COMPACTION, FULL, GROW, REQUEST, ListChange
 from .query import QueryPart, QueryWeights, agent_query, describe, weighted_terms
 from .ranking import ToolSetIndex, Weights
 from .report import report_selection
-from .search import FIND_TOOLS, FIND_TOOLS_TOOL, answer, description_of, invalid, parse_query
+from .finder import SearchTool
 from .selection import Selection, ToolChoice, adaptive_relevant, called_tool_names, parse_tool_choice, request_key
-from .servers import NO_SERVER, focus, sibling_boost
+from .servers import NO_SERVER, focus, in_use, sibling_boost
 from .text import tool_name
+from .twins import find_twins, with_twins
 from .usage import UsageStats
 
 __all__ = ["ToolsConfig", "ToolsPolicy", "Selection"]  # Selection: selection.py, re-exported
@@ -75,7 +76,7 @@ class Ranked:
     parts: list[QueryPart]
 
 
-class ToolsPolicy(BasePolicy):
+class ToolsPolicy(SearchTool, BasePolicy):
     name = "tools"
     Config = ToolsConfig
     MAX_TOOL_SETS = 256  # ToolSetIndex objects kept (one per distinct tool set, tenant and embedder)
@@ -202,23 +203,29 @@ class ToolsPolicy(BasePolicy):
         if not parts:
             return None, degraded
         scores, degraded = self._scores(index, parts, degraded)
-        scores = self._structure(index, scores, must + listed, step.tenant)
+        called = [index.positions[n] for n in called_tool_names(step.messages) if n in index.positions]
+        scores = self._structure(index, scores, must + listed, step.tenant, called)
         candidates = scores.copy()
         candidates[must] = -np.inf
         lo, hi = self.config.k_range()
         chosen = adaptive_relevant(candidates, lo, hi, self.config.gap, self.config.min_score)
         chosen = focus(chosen, index.groups, must + listed, self.config.server_focus)
+        if self.config.twins:  # the agent may know the other server's twin (twins.py)
+            chosen = with_twins(chosen, self.twins(index))
         top = int(np.argmax(scores)) if len(scores) else None
         best = index.names[top] if top is not None else None
         return Ranked(chosen, scores, best, parts), degraded
 
-    def _structure(self, index: ToolSetIndex, scores: np.ndarray, anchors: list[int], tenant: str | None) -> np.ndarray:
-        """Scores with the catalog's structure: the anchored servers' close siblings, and the tools
-        agents use with those servers (usage.py), ranked up."""
+    def _structure(self, index: ToolSetIndex, scores: np.ndarray, anchors: list[int], tenant: str | None,
+                   called: list[int] = ()) -> np.ndarray:
+        """Scores with the catalog's structure: the anchored servers' close siblings, the tools of the
+        servers this session called (in use), and the tools agents use with those servers (usage.py), ranked up."""
         if not len(scores):
             return scores
         anchors = [*anchors, int(np.argmax(scores))]  # the best tool's server is the step's server
         boosted = sibling_boost(scores, index.groups, anchors, self.config.sibling_boost)
+        if self.config.server_boost > 0 and len(called):
+            boosted = boosted + self.config.server_boost * in_use(index.groups, called)
         if self.config.usage_boost > 0:
             shares = self.usage.shares(tenant, index.names, index.groups, index.servers)
             anchored = [int(index.groups[i]) for i in anchors if index.groups[i] != NO_SERVER]
@@ -226,6 +233,13 @@ class ToolsPolicy(BasePolicy):
         if self.config.popularity_boost > 0:
             boosted = boosted + self.config.popularity_boost * self._popularity(index, tenant)
         return boosted
+
+    def twins(self, index: ToolSetIndex) -> list[tuple[int, ...]]:
+        """The tool set's twins (twins.py), found once per set."""
+        hit = index.derived.get("twins")
+        if hit is None:
+            hit = index.derived["twins"] = find_twins(index.names, index.groups, index.documents)
+        return hit
 
     def _popularity(self, index: ToolSetIndex, tenant: str | None) -> np.ndarray:
         """usage.popularity for this tool set, recomputed only after new calls were counted."""
@@ -327,53 +341,6 @@ class ToolsPolicy(BasePolicy):
             counts = np.array([f.token_count(model, lambda m, t=t: count([t], m)) for f, t in zip(index.facts, tools)])
             index.token_counts[model] = counts
         return counts
-
-    # ------------------------------------------------------------------ the search tool
-
-    def _offer_search(self, ex: Exchange, step: Step, index: ToolSetIndex) -> None:
-        """Add find_tools for this request, unless the client owns the name or tool_choice rules it out."""
-        choice = step.tool_choice
-        if choice == "none" or isinstance(choice, dict):  # a named tool or an allowed list: find_tools can't be called
-            return
-        if FIND_TOOLS in index.positions:
-            self.record(ex, "search_name_taken", tool=FIND_TOOLS)
-            return
-        if FIND_TOOLS in ex.proxy_tools:
-            return
-        ex.proxy_tools[FIND_TOOLS] = ProxyTool(FIND_TOOLS_TOOL, self._search_handler(step, index), owner=self.name)
-        rounds = ex.notes.proxy_tool_rounds
-        ex.notes.proxy_tool_rounds = self.config.max_inner_rounds if rounds is None else max(rounds, self.config.max_inner_rounds)
-
-    def _search_handler(self, step: Step, index: ToolSetIndex) -> Any:
-        async def handle(ex: Exchange, raw_arguments: str) -> str:
-            query = parse_query(raw_arguments)
-            if query is None:
-                self.record(ex, "search_invalid", arguments=(raw_arguments or "")[:200])
-                return invalid()
-            have = {tool_name(t) for t in ex.tools or []}
-            anchors = [index.positions[n] for n in have if n in index.positions]
-            found = await asyncio.to_thread(self.search, index, query, anchors, step.tenant, have)
-            names = [str(index.names[i]) for i in found]
-            added = [n for n in names if n not in have]
-            self.loadouts.append(step.session, added, set(index.positions))  # kept from the next step on
-            ex.tools = [*(ex.tools or []), *(step.tools[index.positions[n]] for n in added)]  # callable in the next round
-            self.record(ex, "search", query=query, found=names, added=added)
-            self.services.metrics.add("ctxwarden.tools.search", 1, model=ex.model, found=bool(added))
-            return answer(query, [(n, description_of(step.tools[index.positions[n]])) for n in names], added)
-
-        return handle
-
-    def search(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None,
-               have: set[Any] | None = None) -> list[int]:
-        """The catalog's best matches for a query the model wrote, among the named tools it does not
-        have yet (it sees those already: each result slot goes to a tool it could not call); the
-        siblings of the tools it has rank up, as in the selection (a vague query means its servers)."""
-        parts = [QueryPart("request", query, 1.0)]
-        scores, _ = self._scores(index, parts, None)
-        scores = self._structure(index, scores, anchors or [], tenant)
-        named = np.array([n is not None and n not in (have or ()) for n in index.names])
-        order = np.argsort(-np.where(named, scores, -np.inf), kind="stable")[: self.config.search_results]
-        return [int(i) for i in order if named[i]]
 
 
 def _toolset_key(tools: list[Tool]) -> str:

@@ -81,3 +81,11 @@ def focus(chosen: Sequence[int], groups: np.ndarray, anchors: Sequence[int], kee
         return list(chosen)
     in_play = {int(groups[i]) for i in [chosen[0], *anchors] if groups[i] != NO_SERVER}
     return [i for rank, i in enumerate(chosen) if rank < keep or int(groups[i]) in in_play]
+
+
+def in_use(groups: np.ndarray, called: Sequence[int]) -> np.ndarray:
+    """1.0 for each tool of a server the session called (a tool with no server: only itself), else 0."""
+    used = {int(groups[i]) for i in called if groups[i] != NO_SERVER}
+    mask = np.isin(groups, list(used)).astype(np.float64) if used else np.zeros(len(groups))
+    mask[[i for i in called if groups[i] == NO_SERVER]] = 1.0
+    return mask
