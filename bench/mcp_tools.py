@@ -24,7 +24,10 @@ step asks for the answer. Printed:
 - non-append list changes per 5 steps: upstream requests of a session whose tool list does not
   start with the previous one's (the cached prompt prefix breaks), per 5 client requests;
 - selection ms: the tools policy's on_request per request, read from the server's /metrics
-  (ctxwarden_policy_duration_seconds, policy="tools"), p50 and p95;
+  (ctxwarden_policy_duration_seconds, policy="tools"), p50 and p95; and as a ratio to a floor timed
+  in the same run, right after each request, on the same host: serializing the request's tool list
+  to JSON and hashing it (SHA-256), the least any proxy does to look at a tool list. On a shared
+  host the ratio moves less with the load than the milliseconds do;
 - find_tools recall, on probes (a fresh session: the task's question, then one find_tools call):
   with the agent's own `route` query, the tools it called next (first use) among the 5 found or
   already forwarded; with the user's question, each of the task's tools. A pair whose query holds
@@ -40,7 +43,9 @@ selection p50 <= 3 ms. Figures only; nothing is asserted on time.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import re
 import statistics
 import sys
@@ -111,6 +116,13 @@ def searched(body: dict[str, Any]) -> list[str]:
     return []
 
 
+def floor_ms(tools: list[dict[str, Any]]) -> float:
+    """ms to serialize a tool list and hash it: the trivial same-run floor the selection time is compared with."""
+    start = time.perf_counter()
+    hashlib.sha256(json.dumps(tools).encode()).hexdigest()
+    return (time.perf_counter() - start) * 1000
+
+
 @dataclass
 class Tally:
     needed: int = 0
@@ -131,6 +143,7 @@ class Tally:
     cold_s: float = 0.0
     desync: int = 0  # client requests whose answer was not the trajectory's calls
     selection_ms: list[float] = field(default_factory=list)  # the replay's requests
+    floor_ms: list[float] = field(default_factory=list)  # the floor, once after each of those requests
     probe_ms: list[float] = field(default_factory=list)  # the probes' (one request each, a new session)
     agent_pairs: int = 0
     agent_hits: int = 0
@@ -175,6 +188,7 @@ class Bench:
         ms = self.selection_ms()
         if ms is not None:
             self.tally.selection_ms.append(ms)
+            self.tally.floor_ms.append(floor_ms(self.catalog))
         return response.json()["choices"][0]["message"], upstream
 
     # ------------------------------------------------------------------ the replay
@@ -255,6 +269,7 @@ class Bench:
             self.tally.cold_requests += 1
         self.tally.cold_s = time.perf_counter() - start
         self.tally.selection_ms.clear()
+        self.tally.floor_ms.clear()
 
     # ------------------------------------------------------------------ find_tools probes
 
@@ -300,6 +315,7 @@ class Bench:
 
 def report(t: Tally, servers: int, tools: int, tasks: int, seconds: float) -> None:
     ms = t.selection_ms or [float("nan")]
+    floor = t.floor_ms or [float("nan")]
     per5 = t.changes / t.steps * 5 if t.steps else float("nan")
     rows = [
         ("needed tools available when needed (share of calls)", f"{t.available / t.needed:.3f}", ">= 0.90",
@@ -313,6 +329,8 @@ def report(t: Tally, servers: int, tools: int, tasks: int, seconds: float) -> No
         ("  the same, the proxy's own tools left out of the lists", f"{t.client_changes / t.steps * 5:.3f} ({t.client_changes})",
          "", None),
         ("selection ms p50 (p95)", f"{statistics.median(ms):.2f} ({pct(ms, 95):.2f})", "<= 3", statistics.median(ms) <= 3),
+        ("  p50 / the floor's p50 (JSON + SHA-256 of the tool list)",
+         f"{statistics.median(ms) / statistics.median(floor):.1f}x ({statistics.median(floor):.2f} ms)", "", None),
         ("find_tools recall, agent's route query -> next new tool",
          f"{t.agent_hits / max(1, t.agent_pairs):.3f} ({t.agent_hits}/{t.agent_pairs}; {t.agent_named} named, left out)", "", None),
         ("find_tools recall, user's question -> each task tool",
@@ -325,6 +343,7 @@ def report(t: Tally, servers: int, tools: int, tasks: int, seconds: float) -> No
     for label, value, target, ok in rows:
         mark = "" if ok is None else ("  met" if ok else "  NOT met")
         print(f"{label:58s} {value:>34s}  {target:>8s}{mark}")
+    print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"cold start: {t.cold_requests} warm-up requests ({t.cold_s:.1f} s) forwarded all {tools} tools (tools.budget_ms) "
           f"before the catalog was embedded; the figures above are after it")
     print(f"steps answered by the proxy itself (another policy, e.g. loops): {t.answered_by_proxy}, their "
@@ -348,6 +367,7 @@ def run(tasks: list[dict[str, Any]], catalog: list[dict[str, Any]], servers: int
                 for task in tasks:
                     bench.probes(task)
             probe_ms, bench.tally.selection_ms = bench.tally.selection_ms, []
+            bench.tally.floor_ms = []  # the floor of the replay's requests only, like the figure it is compared with
             for task in tasks:
                 bench.replay(task)
             bench.tally.probe_ms = probe_ms

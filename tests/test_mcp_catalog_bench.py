@@ -48,6 +48,8 @@ def test_one_task_replays_through_the_real_server() -> None:
     calls = sum(len(turn["calls"]) for turn in task["turns"])
     assert tally.needed + tally.calls_left_out == calls
     assert tally.steps >= 2 and tally.upstream >= tally.steps and tally.searches >= 1
+    # every timed request has its floor, timed right after it in the same run
+    assert len(tally.floor_ms) == len(tally.selection_ms) >= 1 and all(f > 0 for f in tally.floor_ms)
     assert tally.desync == 0  # the fake model made the trajectory's calls, through the proxy
     assert 0 < max(tally.tools) < len(catalog)  # after the warm-up the selection filters the catalog
     assert tally.selection_ms and tally.user_pairs + tally.user_named >= 1
