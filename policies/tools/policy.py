@@ -227,7 +227,7 @@ class ToolsPolicy(SearchTool, BasePolicy):
         if self.config.server_boost > 0 and len(called):
             boosted = boosted + self.config.server_boost * in_use(index.groups, called)
         if self.config.usage_boost > 0:
-            shares = self.usage.shares(tenant, index.names, index.groups, index.servers)
+            shares = self._derived(index, "shares", lambda: self.usage.shares(tenant, index.names, index.groups, index.servers))
             anchored = [int(index.groups[i]) for i in anchors if index.groups[i] != NO_SERVER]
             boosted = boosted + self.config.usage_boost * shares * np.isin(index.groups, anchored)
         if self.config.popularity_boost > 0:
@@ -242,14 +242,18 @@ class ToolsPolicy(SearchTool, BasePolicy):
         return hit
 
     def _popularity(self, index: ToolSetIndex, tenant: str | None) -> np.ndarray:
-        """usage.popularity for this tool set, recomputed only after new calls were counted."""
+        return self._derived(index, "popularity", lambda: self.usage.popularity(tenant, index.names))
+
+    def _derived(self, index: ToolSetIndex, key: str, compute: Any) -> np.ndarray:
+        """A usage-derived array of this tool set (an index is per tenant), recomputed only after new
+        calls were counted: the shares and popularity loop over the catalog's names in Python."""
         version = self.usage.version
-        hit = index.derived.get("popularity")
+        hit = index.derived.get(key)
         if hit is not None and hit[0] == version:
             return hit[1]
-        shares = self.usage.popularity(tenant, index.names)
-        index.derived["popularity"] = (version, shares)
-        return shares
+        value = compute()
+        index.derived[key] = (version, value)
+        return value
 
     def _learn(self, index: ToolSetIndex, step: Step, counted: set[str]) -> set[str]:
         """Count the session's newly called tools and servers (usage.py); what is counted now."""
@@ -285,11 +289,7 @@ class ToolsPolicy(SearchTool, BasePolicy):
 
     def _kept(self, index: ToolSetIndex, names: list[str]) -> list[int]:
         """Indices to forward: nameless tools first (never judged, never dropped), then the list."""
-        by_name: dict[str, list[int]] = {}
-        for i, name in enumerate(index.names):
-            if name is not None:
-                by_name.setdefault(name, []).append(i)
-        nameless = [i for i, name in enumerate(index.names) if name is None]
+        by_name, nameless = index.derived.get("by_name") or index.derived.setdefault("by_name", _by_name(index.names))
         return nameless + [i for name in names for i in by_name.get(name, [])]
 
     def _index(self, tools: list[Tool], tenant: str | None,
@@ -351,6 +351,15 @@ def _toolset_key(tools: list[Tool]) -> str:
     except ValueError:
         raw = pickle.dumps(tools, protocol=5)
     return hashlib.sha256(raw).hexdigest()[:24]
+
+
+def _by_name(names: list[str | None]) -> tuple[dict[str, list[int]], list[int]]:
+    """Each name's indices in the tool set, and the nameless ones: computed once per set."""
+    by_name: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        if name is not None:
+            by_name.setdefault(name, []).append(i)
+    return by_name, [i for i, name in enumerate(names) if name is None]
 
 
 def _client_order(index: ToolSetIndex, names: list[str]) -> list[str]:
