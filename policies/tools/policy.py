@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import marshal
 import pickle
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Hashable
 
@@ -35,7 +38,8 @@ from .query import QueryPart, QueryWeights, agent_query, describe, weighted_term
 from .ranking import ToolSetIndex, Weights
 from .report import report_selection
 from .finder import SearchTool
-from .selection import Selection, ToolChoice, adaptive_relevant, called_tool_names, parse_tool_choice, request_key
+from .selection import (Selection, ToolChoice, adaptive_relevant, by_name, called_tool_names, client_order,
+                        parse_tool_choice, request_key)
 from .servers import NO_SERVER, focus, in_use, sibling_boost
 from .text import tool_name
 from .twins import find_twins, with_twins
@@ -46,6 +50,9 @@ __all__ = ["ToolsConfig", "ToolsPolicy", "Selection"]  # Selection: selection.py
 # The history policy records this action when a request is itself a compaction event: the cached
 # prefix is gone then, so it is the one moment the tool list may shrink.
 COMPACTION_ACTION = "history.compaction"
+BUDGET_SPENT = "time budget spent"  # deadline.py's reason when the budget (not the client) ran out
+WARMING = "catalog being embedded in the background"
+log = logging.getLogger("ctxwarden.tools")
 
 
 @dataclass
@@ -96,6 +103,8 @@ class ToolsPolicy(SearchTool, BasePolicy):
         self.usage = UsageStats()
         self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS, max_bytes=self.MAX_TOOL_SET_BYTES,
                                                                  sizeof=lambda _, index: index.nbytes)
+        self._warming: dict[tuple[str, str], threading.Event] = {}  # (tool set, tenant) embedded in the background
+        self._warming_lock = threading.Lock()
         self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(
             self.MAX_QUERY_VECTORS, max_bytes=self.MAX_QUERY_VECTOR_BYTES, sizeof=lambda key, v: 200 + len(key[1]) + v.nbytes)
 
@@ -116,6 +125,8 @@ class ToolsPolicy(SearchTool, BasePolicy):
         except OverBudget as exc:  # invariant 7: every tool forwarded; the ones embedded are kept for the next request
             self.record(ex, "skipped_budget", reason=str(exc), budget_ms=self.config.budget_ms, tools=len(tools))
             metrics.add("ctxwarden.tools.skipped_budget", 1)
+            if str(exc) == BUDGET_SPENT:
+                self._embed_rest(tools, ex.tenant)
             return None
         report_selection(self, ex, tools, selection)
         if len(selection.kept) < len(tools):
@@ -123,6 +134,27 @@ class ToolsPolicy(SearchTool, BasePolicy):
             if self.config.search_tool and self.config.max_inner_rounds > 0 and selection.index is not None:
                 self._offer_search(ex, step, selection.index)
         return None
+
+    def _embed_rest(self, tools: list[Tool], tenant: str | None) -> None:
+        """A catalog the budget could not embed is finished in one background thread, between and
+        during requests; this request stays as it was (invariant 7)."""
+        key = (_toolset_key(tools), tenant or "")
+        with self._warming_lock:
+            if key in self._warming:
+                return
+            done = self._warming[key] = threading.Event()
+
+        def run() -> None:
+            try:
+                self._index(tools, tenant)
+            except Exception:  # the next request tries again within its own budget
+                log.exception("tools: embedding a catalog in the background failed")
+            finally:
+                with self._warming_lock:
+                    del self._warming[key]
+                done.set()
+
+        threading.Thread(target=run, name="ctxwarden-tools-catalog", daemon=True).start()
 
     # ------------------------------------------------------------------ the decision (worker thread)
 
@@ -172,7 +204,7 @@ class ToolsPolicy(SearchTool, BasePolicy):
         if choice.required and not chosen and not must_names and ranked is not None:
             chosen = [str(index.names[int(np.argmax(ranked.scores))])]  # "required" must leave a tool to call
         previous = loadout.names if loadout else []
-        fresh = must_names + _client_order(index, chosen[: max(self.config.list_cap() - len(must_names), 1)])
+        fresh = must_names + client_order(index, chosen[: max(self.config.list_cap() - len(must_names), 1)])
         if reset is not None:
             names, _, _ = extend([], fresh, available)
         else:
@@ -184,7 +216,7 @@ class ToolsPolicy(SearchTool, BasePolicy):
             changing = any(n not in previous for n in must_names)
             grow = best is not None and best not in previous and best not in must_names
             picks = chosen if changing or grow else []
-            names, _, _ = extend(previous, must_names + _client_order(index, picks), available)
+            names, _, _ = extend(previous, must_names + client_order(index, picks), available)
             if len(names) > self.config.list_cap():
                 reset = FULL
                 names, _, _ = extend([], fresh, available)
@@ -289,13 +321,17 @@ class ToolsPolicy(SearchTool, BasePolicy):
 
     def _kept(self, index: ToolSetIndex, names: list[str]) -> list[int]:
         """Indices to forward: nameless tools first (never judged, never dropped), then the list."""
-        by_name, nameless = index.derived.get("by_name") or index.derived.setdefault("by_name", _by_name(index.names))
-        return nameless + [i for name in names for i in by_name.get(name, [])]
+        where, nameless = index.derived.get("by_name") or index.derived.setdefault("by_name", by_name(index.names))
+        return nameless + [i for name in names for i in where.get(name, [])]
 
     def _index(self, tools: list[Tool], tenant: str | None,
                deadline: Deadline = NO_DEADLINE) -> tuple[ToolSetIndex, CatalogReport, str | None]:
         """The tool set's index: cached per (tool set, tenant, embedder); built through the catalog."""
         toolset = _toolset_key(tools)
+        warming = self._warming.get((toolset, tenant or "")) if deadline is not NO_DEADLINE else None
+        left = None if deadline.at is None else max(0.0, deadline.at - time.monotonic())
+        if warming is not None and not warming.wait(left):  # this request's budget waits for the background
+            raise OverBudget(WARMING)
         embedder = self.services.embedder
         space = embedder.name if embedder is not None else ""
         cache_key = (toolset, tenant or "", space)
@@ -351,16 +387,3 @@ def _toolset_key(tools: list[Tool]) -> str:
     except ValueError:
         raw = pickle.dumps(tools, protocol=5)
     return hashlib.sha256(raw).hexdigest()[:24]
-
-
-def _by_name(names: list[str | None]) -> tuple[dict[str, list[int]], list[int]]:
-    """Each name's indices in the tool set, and the nameless ones: computed once per set."""
-    by_name: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        if name is not None:
-            by_name.setdefault(name, []).append(i)
-    return by_name, [i for i, name in enumerate(names) if name is None]
-
-
-def _client_order(index: ToolSetIndex, names: list[str]) -> list[str]:
-    return sorted(names, key=lambda n: index.positions.get(n, 0))

@@ -100,3 +100,17 @@ class Selection:
     catalog: CatalogReport = field(default_factory=CatalogReport)
     degraded: str | None = None  # why ranking fell back to lexical only
     skipped: str | None = None  # why nothing was filtered
+
+
+def by_name(names: list[str | None]) -> tuple[dict[str, list[int]], list[int]]:
+    """Each name's indices in the tool set, and the nameless ones: computed once per set."""
+    where: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        if name is not None:
+            where.setdefault(name, []).append(i)
+    return where, [i for i, name in enumerate(names) if name is None]
+
+
+def client_order(index: ToolSetIndex, names: list[str]) -> list[str]:
+    """Names in the client's order: a batch appended in one change reads as the client listed them."""
+    return sorted(names, key=lambda n: index.positions.get(n, 0))
