@@ -37,6 +37,7 @@ from urllib.parse import urlparse
 
 from ctxwarden.policies.cache import LRU
 
+from . import stored_vectors
 from .config import StorageConfig
 from .tenants import tenant_slug
 
@@ -88,7 +89,8 @@ def _capped_index_cache(size: int) -> Iterator[None]:
 
 
 class _Watched:
-    """A Chroma collection whose method calls report success or failure to the store."""
+    """A Chroma collection whose method calls report success or failure to the store, and whose
+    rows carry their vectors in their metadata (stored_vectors: reads never need Chroma's index)."""
 
     def __init__(self, collection: Any, store: "ChromaStore") -> None:
         self._collection = collection
@@ -98,7 +100,12 @@ class _Watched:
         value = getattr(self._collection, attr)
         if not callable(value):
             return value
-        return self._store._watch(value, attr)
+        watched = self._store._watch(value, attr)
+        if attr in stored_vectors.WRITES:
+            return lambda *args, **kwargs: watched(*args, **stored_vectors.with_vectors_in_metadata(kwargs))
+        if attr == "get":
+            return lambda *args, **kwargs: stored_vectors.get_with_vectors(watched, *args, **kwargs)
+        return watched
 
 
 class ChromaStore:
