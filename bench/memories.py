@@ -16,6 +16,12 @@ most 5), the share labelled as bearing on the request (standing answer-style ins
 `always_ok`, are never wrong); recall@5: of the labelled memories, the share injected; unrelated:
 the share of requests labelled with no memory that got a block anyway.
 
+Ordinary requests (`--ordinary N`): the first human messages of N real ShareGPT conversations (the
+`dev` rows of bench/data/no_harm/sharegpt.jsonl.gz, shuffled with a fixed seed), sent through
+on_request as one user, each in a session of its own, as a client that names its user on every
+request would send them: how many memories they wrote and how many requests got a block. They are
+different people's unrelated requests, so nearly every block is one they have no use for: harm.
+
 Latency: on_request for one user holding `--memories` memories (generated from templates, stored
 through Chroma in a temporary directory and loaded as the proxy loads them), on requests that
 write nothing (the common case: questions and tasks), then on turns that write a memory.
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import os
 import random
@@ -50,6 +57,7 @@ from ctxwarden.proxy.embeddings import build_embedder  # noqa: E402
 from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "memories"
+SHAREGPT = Path(__file__).parent / "data" / "no_harm" / "sharegpt.jsonl.gz"
 DAY = 86_400.0
 
 
@@ -145,6 +153,23 @@ async def selection(policy: MemoryPolicy, errors: bool) -> dict[str, float]:
             "recall": statistics.mean(recalls), "unrelated": statistics.mean(unrelated), "blocks": blocks}
 
 
+# ----------------------------------------------------------------------------- ordinary requests
+
+
+async def ordinary(policy: MemoryPolicy, n: int) -> dict[str, int]:
+    with gzip.open(SHAREGPT, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    texts = [r["text"] for r in rows if r["kind"] == "first" and r["split"] == "dev" and r["text"].strip()]
+    random.Random(5).shuffle(texts)
+    written = blocks = 0
+    for i, text in enumerate(texts[:n]):
+        ex = exchange("ordinary", text, 20_000 + i)
+        await policy.on_request(ex)
+        written += sum(len(a.detail["ids"]) for a in ex.actions if a.policy == "memory" and a.name == "write")
+        blocks += bool(selected_ids(ex))
+    return {"requests": min(n, len(texts)), "written": written, "blocks": blocks}
+
+
 # ----------------------------------------------------------------------------- latency
 
 THINGS = ("hotels", "flights", "trains", "restaurants", "cafes", "museums", "laptops", "phones", "books", "films",
@@ -216,6 +241,7 @@ async def main() -> None:
     parser.add_argument("--errors", action="store_true", help="print each misread turn and each imperfect selection")
     parser.add_argument("--embedder", default=None, help="the policy's embedder (e.g. minilm); default: the proxy's")
     parser.add_argument("--min-distinct", type=float, default=None, help="policies.memory.min_distinct (-10: no gate)")
+    parser.add_argument("--ordinary", type=int, default=300, help="ShareGPT first messages sent as one user (0: skip)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
     print("extraction (local), a turn predicted a memory when the extractor proposes one:")
@@ -231,6 +257,10 @@ async def main() -> None:
               f"{s['queries']} requests, {s['memories']} memories")
         print(f"  precision@5 {s['precision']:.2f}  recall@5 {s['recall']:.2f}  "
               f"unrelated requests given a memory {s['unrelated']:.2f}  ({s['blocks']} blocks)")
+        if args.ordinary:
+            o = await ordinary(policy, args.ordinary)
+            print(f"ordinary requests, one user: {o['requests']} ShareGPT first messages wrote {o['written']} memories; "
+                  f"{o['blocks']} requests ({o['blocks'] / max(o['requests'], 1):.0%}) got a block")
         print(f"latency (one user, {args.memories} memories):")
         await latency(policy, args.memories, args.requests)
 
