@@ -84,7 +84,7 @@ def test_in_use_marks_the_called_servers_tools():
     assert in_use(groups, []).tolist() == [0] * 6
 
 
-async def test_a_session_using_a_server_gets_its_other_tools_ranked_up(tmp_path):
+async def test_a_request_using_a_server_gets_its_other_tools_ranked_up(tmp_path):
     tools = all_tools(40) + [tool(f"wiki__{n}", d, ["title"]) for n, d in [
         ("search_pages", "Search the encyclopedia for articles matching a query."),
         ("extract_key_facts", "Extract the key facts of an article."),
@@ -100,6 +100,12 @@ async def test_a_session_using_a_server_gets_its_other_tools_ranked_up(tmp_path)
     gain = scores[0.3] - scores[0.0]
     wiki = np.array([n.startswith("wiki__") for n in index.names])
     assert np.allclose(gain[wiki], 0.3) and np.allclose(gain[~wiki], 0.0)
+    # a new user request may leave the server: its boost holds for the request that called it
+    later = [*convo, {"role": "assistant", "content": "It was invented in 1817."}, *user("Now book me a taxi.")]
+    ranked, _ = p._rank(index, p_step(later, tools), [index.positions["wiki__search_pages"]], [], None)
+    p0 = policy(tmp_path / "p0", server_boost=0.0, sibling_boost=0.0, usage_boost=0.0, popularity_boost=0.0)
+    unboosted, _ = p0._rank(p0._index(tools, None)[0], p_step(later, tools), [index.positions["wiki__search_pages"]], [], None)
+    assert np.allclose(ranked.scores, unboosted.scores)
     other = [i for i in np.argsort(-scores[0.3], kind="stable") if index.names[i] != "wiki__search_pages"]
     assert {index.names[i] for i in other[:3]} == {"wiki__extract_key_facts", "wiki__summarize_article", "wiki__get_related_topics"}
 

@@ -52,7 +52,7 @@ class ToolsConfig(PolicyConfig):
     query: QueryConfig = QueryConfig()
     server_focus: int = Field(3, ge=0)  # past this many relevant tools, only the servers in play; 0 = off
     sibling_boost: float = Field(0.1, ge=0)
-    server_boost: float = Field(0.1, ge=0)  # added to each tool of a server this session called (in use)
+    server_boost: float = Field(0.1, ge=0)  # added to each tool of a server called since the latest user message (in use)
     usage_boost: float = Field(0.3, ge=0)
     popularity_boost: float = Field(0.4, ge=0)  # the share of the tenant's sessions that called a tool, ranked up
     twins: bool = True  # a forwarded or found tool brings its twins: the same function on another server (twins.py)

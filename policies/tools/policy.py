@@ -29,7 +29,7 @@ import numpy as np
 from ..base import BasePolicy, Exchange, Services, Verdict
 from ..cache import LRU
 from ..deadline import NO_DEADLINE, Deadline, OverBudget
-from ..messages import Message, Tool
+from ..messages import Message, Tool, last_user_index
 from .catalog import CatalogReport, ToolCatalog
 from .config import ToolsConfig
 from .facts import FactsCache
@@ -235,7 +235,8 @@ class ToolsPolicy(SearchTool, BasePolicy):
         if not parts:
             return None, degraded
         scores, degraded = self._scores(index, parts, degraded)
-        called = [index.positions[n] for n in called_tool_names(step.messages) if n in index.positions]
+        turn = step.messages[last_user_index(step.messages) + 1:]  # in use for this request: a new one may leave it
+        called = [index.positions[n] for n in called_tool_names(turn) if n in index.positions]
         scores = self._structure(index, scores, must + listed, step.tenant, called)
         candidates = scores.copy()
         candidates[must] = -np.inf
