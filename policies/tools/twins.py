@@ -7,7 +7,7 @@ found from the tool set alone, once per set (cached on the index):
 
 - their bare names (the part after the server) share informative words: the IDF-weighted Jaccard
   of the name words is at least NAME_MIN, and the shared words carry at least SHARED_MIN of IDF
-  (`search` alone is in half a catalog's names and says nothing; `write file` does);
+  (`search` alone is in dozens of a catalog's names and says little; `write file` says more);
 - and their definitions mean alike (the cosine of the definitions' vectors is at least COS_MIN),
   or are near-identical (COS_ALONE) whatever the names.
 
