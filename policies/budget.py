@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .base import BasePolicy, BudgetNote, Exchange, PolicyConfig, Reject, Services, Verdict, run_cpu
-from .messages import last_user_index, message_tokens, system_prefix_length
+from .messages import heavy, last_user_index, message_tokens, system_prefix_length
 
 log = logging.getLogger("ctxwarden.budget")
 
@@ -86,7 +86,7 @@ class BudgetPolicy(BasePolicy):
         self.compressors = compressors or []
 
     async def measure(self, ex: Exchange) -> dict[str, Any]:
-        parts = await run_cpu(ex.heavy, component_tokens, ex, self.services)
+        parts = await run_cpu(heavy(ex), component_tokens, ex, self.services)
         total = sum(parts.values())
         return {"tokens": total, "usage": total / ex.context_window, "components": parts}
 

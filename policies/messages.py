@@ -127,9 +127,10 @@ _MEMO: ContextVar[dict[int, tuple[Message, Facts]] | None] = ContextVar("ctxward
 
 
 @contextlib.contextmanager
-def request_memo(messages: Sequence[Message] = (), previous: "Carried | None" = None) -> Iterator[dict[int, tuple[Message, Facts]]]:
+def request_memo(messages: Sequence[Message] = (),
+                 previous: "Carried | None" = None) -> Iterator[dict[int, tuple[Message, Facts]]]:
     """Analyses are remembered per message object until the block ends (one request's policies).
-    `previous` (what `carry` kept of the session's last request): each of `messages` equal to the
+    `previous` (what `Carried` kept of the session's last request): each of `messages` equal to the
     message at its place there starts with that message's facts, so an agent's history, sent again
     whole at every step, is compared (memcmp speed) instead of analysed again."""
     memo: dict[int, tuple[Message, Facts]] = {}
@@ -137,11 +138,40 @@ def request_memo(messages: Sequence[Message] = (), previous: "Carried | None" = 
         for message, (old, facts) in zip(messages, previous.messages):
             if message == old:  # every field equal: every analysis of it is the same
                 memo[id(message)] = (message, facts)
-    token = _MEMO.set(memo)
+    fresh = sum(_chars(m) for m in messages if id(m) not in memo)
+    token, counted = _MEMO.set(memo), _FRESH.set((fresh, len(messages)))
     try:
         yield memo
     finally:
         _MEMO.reset(token)
+        _FRESH.reset(counted)
+
+
+# (characters of the messages not carried from the session's last request, messages): see light_work
+_FRESH: ContextVar[tuple[int, int] | None] = ContextVar("ctxwarden_fresh_chars", default=None)
+LIGHT_CHARS = 32_000  # as base.HEAVY_BODY_BYTES: past it, counting what is new is work for a worker thread
+LIGHT_MESSAGES = 2_000  # past it, even a lookup a message adds up to milliseconds
+
+
+def light_work() -> bool:
+    """Within `request_memo`: whole-request work (counting, keying, planning) costs what is new in the
+    request, as its analyses of the rest are carried, so it stays on the event loop however big the
+    body: a thread hop costs more than that work (~0.1 ms, and milliseconds on a busy host)."""
+    fresh = _FRESH.get()
+    return fresh is not None and fresh[0] <= LIGHT_CHARS and fresh[1] <= LIGHT_MESSAGES
+
+
+def heavy(ex: Any) -> bool:
+    """`run_cpu`'s judgement for work on the whole history of the exchange `ex`: a big body whose new
+    part is big too (or whose history is not carried)."""
+    return ex.heavy and not light_work()
+
+
+def _chars(message: Message) -> int:
+    content = message.get("content")
+    text = len(content) if isinstance(content, str) else LIGHT_CHARS + 1 if content else 0  # parts: not guessed
+    return text + sum(len(str((c.get("function") or {}).get("arguments") or "")) if isinstance(c, dict) else 0
+                      for c in message.get("tool_calls") or [])
 
 
 class Carried:

@@ -88,7 +88,8 @@ def test_a_changed_message_is_analysed_again_and_the_memo_ends_with_its_request(
         [remembered("x", m, made.append) for m in first]
         [fingerprint(m) for m in first]
     carried = Carried(first, memo)
-    edited = [*second[:2], {**second[2], "tool_calls": [{**second[2]["tool_calls"][0], "id": "call_edited"}]}, *second[3:]]
+    renamed = {**second[2]["tool_calls"][0], "id": "call_edited"}
+    edited = [*second[:2], {**second[2], "tool_calls": [renamed]}, *second[3:]]
     made.clear()
     with request_memo(edited, carried):
         [remembered("x", m, made.append) for m in edited]
@@ -144,6 +145,23 @@ def test_each_message_is_counted_keyed_and_scanned_once_over_an_agent_loop(fake,
                               json={"model": "gpt-4o", "messages": messages})
         assert response.status_code == 200
     # 8 calls and 8 results, each once; refs are read in tool results (and user turns) only
-    for name, table, size in (("counted", counted, 16), ("keyed", keyed, 16), ("scanned", scanned, 8), ("checked", checked, 16)):
+    for name, table, size in (("counted", counted, 16), ("keyed", keyed, 16), ("scanned", scanned, 8),
+                              ("checked", checked, 16)):
         assert len(table) == size and set(table.values()) == {1}, (name, sorted(table.values()))
     assert messages_module._MEMO.get() is None
+
+
+def test_work_on_a_carried_history_stays_on_the_event_loop_and_new_bulk_goes_to_a_thread():
+    from ctxwarden.policies.messages import LIGHT_CHARS, light_work
+
+    big = [{"role": "tool", "tool_call_id": f"call_{i}", "content": "x" * 4000} for i in range(20)]
+    assert not light_work()  # outside a request: the body's size decides, as before
+    with request_memo(big) as memo:
+        assert not light_work()  # a session's first request: 80,000 new characters
+    carried = Carried(big, memo)
+    newer = [*json.loads(json.dumps(big)), {"role": "user", "content": "and now?"}]
+    with request_memo(newer, carried):
+        assert light_work()  # only the last message is new
+    bulk = [*newer, {"role": "tool", "tool_call_id": "call_x", "content": "y" * (LIGHT_CHARS + 1)}]
+    with request_memo(bulk, carried):
+        assert not light_work()

@@ -23,7 +23,7 @@ from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
-from ..messages import Message, content_text, last_user_index, message_tokens
+from ..messages import Message, content_text, heavy, last_user_index, message_tokens
 from ..text.tokens import REPLY_PRIMING
 from .digest import digest
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
@@ -155,7 +155,7 @@ class ArchivePolicy(BasePolicy):
         note = ex.notes.budget
         if ex.pressure == "none" or note is None or note.target_at is None:
             return [], None
-        total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
+        total = await run_cpu(heavy(ex), self._request_tokens, ex, messages)
         if total <= (note.compress_at if note.compress_at is not None else note.target_at):
             return [], total
         aggressive = note.aggressive_at is not None and total >= note.aggressive_at
@@ -171,14 +171,14 @@ class ArchivePolicy(BasePolicy):
                 known = self._known.get(cand.ref)
                 total -= cand.tokens - (known.stub_tokens if known else 0)
         if done:  # exact figure: the first stub also adds the context_recall definition
-            total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
+            total = await run_cpu(heavy(ex), self._request_tokens, ex, messages)
         if unanswered and note.reject_at is not None and total >= note.reject_at:
             # the newest results alone would get the request refused: a stub (and recall) beats a 400
             newest = len(done)
             await self._stub(ex, messages, unanswered, done)
             if len(done) > newest:
                 self.record(ex, "newest_archived", results=len(done) - newest)
-            total = await run_cpu(ex.heavy, self._request_tokens, ex, messages)
+            total = await run_cpu(heavy(ex), self._request_tokens, ex, messages)
         return done, total
 
     def _request_tokens(self, ex: Exchange, messages: list[Message]) -> int:

@@ -28,7 +28,7 @@ from pydantic import Field
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..deadline import Deadline, OverBudget
-from ..messages import Message, system_prefix_length
+from ..messages import Message, heavy, system_prefix_length
 from ..text.tokens import REPLY_PRIMING
 from .blocks import BlockCache, SummaryBlock, span_key
 from .compose import Sizing, UnitCosts, mentions_after, result_lines, split_span
@@ -119,14 +119,14 @@ class HistoryPolicy(BasePolicy):
         if not body_messages:
             return None
         times = message_times(body_messages, ex.original_messages, ex.headers)
-        body = await run_cpu(ex.heavy, Body.build, body_messages, self._counter(ex), times)
+        body = await run_cpu(heavy(ex), Body.build, body_messages, self._counter(ex), times)
         distraction = detect(body, cfg)
         if distraction:
             self._report(ex, distraction)
         if len(body_messages) < 2:  # only the current message, which always stays verbatim: nothing to plan
             return None
         fixed = self._fixed_tokens(ex, ex.messages[:n_sys])
-        layout = await run_cpu(ex.heavy, self._plan, ex, body, fixed, any(t is not None for t in times))
+        layout = await run_cpu(heavy(ex), self._plan, ex, body, fixed, any(t is not None for t in times))
         if layout.frontier == 0:
             return None
         made: list[str] = []

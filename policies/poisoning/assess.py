@@ -70,6 +70,8 @@ def input_claims(text: str, kb: KnowledgeBase, cap: int) -> InputClaims:
     about pieces that share no word with it (every checker needs evidence, and evidence is found by
     the words it shares or by meaning, which a piece of records and ids rarely has in common)."""
     vocabulary = kb.index.vocabulary
+    if not vocabulary:  # an empty KB speaks to nothing: no need to split (~2 ms for an agent's 8 KB tool result)
+        return InputClaims([])
     pieces = bounded_sentences(text, MAX_CLAIM_CHARS)
     related = []  # (words shared with the KB, position, piece)
     for n, piece in enumerate(pieces):

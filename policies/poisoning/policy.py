@@ -266,8 +266,8 @@ class PoisoningPolicy(BasePolicy):
     def _inputs_to_check(self, ex: Exchange) -> list[tuple[int, str, str]]:
         """(index, role, text) of the incoming messages the checks read."""
         roles = set(CHECKED_ROLES) | self.flags.roles
-        return [(i, m.get("role", ""), text) for i, m in enumerate(ex.messages) if m.get("role") in roles  # read once a message
-                and (text := remembered("poisoning.text", m, _without_notes)).strip()]  # (kept for the session's next request)
+        return [(i, m.get("role", ""), text) for i, m in enumerate(ex.messages) if m.get("role") in roles  # once each
+                and (text := remembered("poisoning.text", m, _without_notes)).strip()]  # (and its next requests)
 
     async def _load_kb_index(self, ex: Exchange) -> None:
         try:
@@ -281,7 +281,7 @@ class PoisoningPolicy(BasePolicy):
         out: dict[int, Finding] = {}
         fresh: list[tuple[int, str, str, str]] = []
         for i, role, text in todo:
-            text_key = remembered("poisoning.hash", ex.messages[i], lambda _: parts_hash(text))  # its bytes: once a message
+            text_key = remembered("poisoning.hash", ex.messages[i], lambda _: parts_hash(text))  # once a message
             key = parts_hash(ex.tenant or "", kb.version, role, text_key)
             known = self._verdicts.get(key, _UNSEEN)
             if known is not _UNSEEN:
