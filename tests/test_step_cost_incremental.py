@@ -165,3 +165,43 @@ def test_work_on_a_carried_history_stays_on_the_event_loop_and_new_bulk_goes_to_
     bulk = [*newer, {"role": "tool", "tool_call_id": "call_x", "content": "y" * (LIGHT_CHARS + 1)}]
     with request_memo(bulk, carried):
         assert not light_work()
+
+
+# ----------------------------------------------------------------------------- the planner resumes
+
+
+def test_a_resumed_replay_plans_what_a_replay_from_the_start_plans(monkeypatch):
+    import random
+
+    from ctxwarden.policies.history import events
+    from ctxwarden.policies.history.events import Marks, Units, plan, resumed_plan
+
+    for seed in range(6):
+        rng = random.Random(seed)
+        n = 70
+        tokens = [rng.randint(50, 3000) for _ in range(n)]
+        is_user = [i % 9 == 0 or rng.random() < 0.05 for i in range(n)]
+        ends = [u or rng.random() < 0.8 for u in is_user]  # some units end no request (a call still unanswered)
+        times = [1000.0 + 60 * i if seed % 2 else None for i in range(n)]
+        marks = Marks(max_messages=20, max_tokens=2000, keep_recent=6, event_min_exchanges=8, event_min_tokens=20_000,
+                      max_summaries=4, budget_high=60_000, budget_low=40_000, max_age_s=1800 if seed % 2 else None,
+                      budget_tail=8_000, budget_blocks=3_000)
+        estimate = lambda a, b: 40 + sum(tokens[a:b]) // 10  # noqa: E731
+        merge = lambda sizes: min(sum(sizes), 1200)  # noqa: E731
+        replay, resumed = None, 0
+        for k in range(1, n + 1, rng.choice((1, 2))):
+            short = Units(list(range(k)), [1] * k, tokens[:k], is_user[:k], ends[:k], times[:k])
+
+            def read(j: int, short: Units = short) -> tuple:
+                return (marks, tuple(short.tokens[:j]), tuple(short.is_user[:j]), tuple(short.ends_request[:j]),
+                        tuple(short.times[:j]))
+
+            fired = []
+            monkeypatch.setattr(events, "_trigger", lambda *a, _t=events._trigger: fired.append(a[5]) or _t(*a))
+            got, next_replay = resumed_plan(short, marks, estimate, merge, replay, read)
+            monkeypatch.undo()
+            resumed += bool(replay is not None and fired and min(fired) > 1)
+            want = plan(short, marks, estimate, merge)
+            assert (got.frontier, got.segments, got.events) == (want.frontier, want.segments, want.events)
+            replay = next_replay
+        assert resumed > 10  # the replays did resume (each reading only the boundaries after the last one)

@@ -94,16 +94,45 @@ Estimate = Callable[[int, int], int]  # estimated tokens of one summary block ov
 Merge = Callable[[Sequence[int]], int]  # estimated tokens of a roll-up of blocks of these sizes
 
 
+@dataclass(frozen=True)
+class Replay:
+    """Where a replay stood after boundary `k` (one a longer conversation replays the same way: not
+    its last unit), with what it read of units [0, k) (`read`), to resume from on the next request."""
+
+    k: int
+    read: tuple
+    frontier: int
+    segments: tuple[PlannedSegment, ...]
+    events: tuple[Event, ...]
+    last_user: int
+
+
 def plan(units: Units, marks: Marks, estimate: Estimate, merge: Merge) -> Plan:
     """Replay the conversation's boundaries and return the events and the frozen layout."""
+    return resumed_plan(units, marks, estimate, merge)[0]
+
+
+def resumed_plan(units: Units, marks: Marks, estimate: Estimate, merge: Merge, resume: Replay | None = None,
+                 read: Callable[[int], tuple] | None = None) -> tuple[Plan, Replay | None]:
+    """`plan`, and where the replay stood before the last unit. `read(k)`: all the replay reads of units [0, k) (counts,
+    costs, marks); when it is `resume.read`, the replay goes on from there: an agent's request
+    repeats the last one's units and adds one, and replaying them all was most of the planner's work."""
     result = Plan()
     prefix_tokens = _prefix(units.tokens)
     prefix_messages = _prefix(units.messages)
     last_user = -1
-    for k in range(1, len(units.starts) + 1):
+    n = len(units.starts)
+    first = 1
+    if resume is not None and read is not None and resume.k < n and read(resume.k) == resume.read:
+        result = Plan(resume.frontier, list(resume.segments), list(resume.events))
+        last_user, first = resume.last_user, resume.k + 1
+    replay = None
+    for k in range(first, n + 1):
+        if k == n and read is not None and n > 1:  # before the last unit: where a longer conversation goes on
+            replay = Replay(n - 1, read(n - 1), result.frontier, tuple(result.segments), tuple(result.events), last_user)
         if units.is_user[k - 1]:
             last_user = k - 1
-        if not units.ends_request[k - 1] and k < len(units.starts):
+        if not units.ends_request[k - 1] and k < n:
             continue
         frozen_m, frozen_t = result.size()
         raw_t = prefix_tokens[k] - prefix_tokens[result.frontier]
@@ -113,7 +142,7 @@ def plan(units: Units, marks: Marks, estimate: Estimate, merge: Merge) -> Plan:
                           frozen_m + raw_m, frozen_t + raw_t, prefix_tokens)
         if reason:
             _fire(result, units, marks, estimate, merge, k, protect, last_user, reason, prefix_tokens)
-    return result
+    return result, replay
 
 
 def _prefix(values: Sequence[int]) -> list[int]:

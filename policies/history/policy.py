@@ -32,7 +32,7 @@ from ..messages import Message, heavy, system_prefix_length
 from ..text.tokens import REPLY_PRIMING
 from .blocks import BlockCache, SummaryBlock, span_key
 from .compose import Sizing, UnitCosts, mentions_after, result_lines, split_span
-from .events import Marks, Plan, PlannedSegment, plan
+from .events import Marks, Plan, PlannedSegment, Replay, resumed_plan
 from .layout import Body
 from .placement import Gap, Item, Note, place
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
@@ -106,6 +106,9 @@ class HistoryPolicy(BasePolicy):
         self._tokens: LRU[tuple[str, str], int] = LRU(100_000, max_bytes=TOKEN_CACHE_BYTES,
                                                       sizeof=lambda key, _: 320 + len(key[0]) + len(key[1]))
         self._inflight: dict[str, asyncio.Future] = {}  # block key → the block being made for it
+        # Per session, where the planner's replay of the last request stood (events.Replay): ~60 bytes a unit
+        self._replays: LRU[tuple[str | None, str], Replay] = LRU(
+            WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, replay: 500 + len(key[1]) + 60 * replay.k)
         self._warned: LRU[tuple[str | None, str], bool] = LRU(  # sessions told of their distraction; a session id
             WARNED_SESSIONS, max_bytes=4 * 2**20, sizeof=lambda key, _: 250 + len(key[1]))  # may be 64 KB long
 
@@ -167,8 +170,17 @@ class HistoryPolicy(BasePolicy):
         blocks = int(cfg.blocks_share * window) if window else None
         marks = Marks(cfg.max_messages, cfg.max_tokens, cfg.keep_recent, cfg.event_min_exchanges, cfg.event_min_tokens,
                       cfg.max_summaries, high, low, cfg.max_age_s if timed else None, tail, blocks)
-        costs, sizing = UnitCosts.of(body), cfg.sizing()
-        return plan(body.plan_units(), marks, lambda a, b: costs.estimate(sizing, a, b), sizing.roll_up)
+        costs, sizing, units = UnitCosts.of(body), cfg.sizing(), body.plan_units()
+
+        def read(k: int) -> tuple:  # all the replay reads of units [0, k): the last request's replay resumes if equal
+            columns = (units.starts, units.messages, units.tokens, units.is_user, units.ends_request, units.times, costs.said)
+            return (marks, sizing, *(tuple(column[:k]) for column in columns), tuple(tuple(r) for r in costs.results[:k]))
+
+        layout, replay = resumed_plan(units, marks, lambda a, b: costs.estimate(sizing, a, b), sizing.roll_up,
+                                      self._replays.get(ex.session_key), read)
+        if replay is not None:
+            self._replays.put(ex.session_key, replay)
+        return layout
 
     def _counter(self, ex: Exchange):
         """Token counts: the budget's per-request memo (same dicts), then ours by message key (the
