@@ -238,3 +238,27 @@ def test_an_export_folder_names_its_outputs_as_checker_nli_reads_them(tmp_path):
         export.nli_config(tmp_path)
         got = model_labels(tmp_path, ["not", "these"])
         assert got == [export.NLI_NAMES[label] for label in trained]
+
+
+def test_a_year_before_a_full_stop_or_comma_is_a_slot():
+    """Iteration 3's probe "not completed in 1889." scored supported 0.63: a year before "." or ","
+    was never a slot, so such sentences got no year swap and no negation pair."""
+    for s in ("It was completed in 1889.", "Completed in 1889, it was the tallest tower.", "He died in 1975; she in 1980."):
+        years = [x.year for x in qty.find_slots(s) if x.kind == "year"]
+        assert years and years[0] in (1889, 1975), s
+    for s in ("a budget of 1,889 dollars", "the value 1889.5 was read", "1889-1890 season", "1889km away"):
+        assert not [x for x in qty.find_slots(s) if x.kind == "year"], s
+    s = "The Eiffel Tower was completed in 1889."
+    wrong = data.negated_falsehood(s, [(qty.apply(s, qty.find_slots(s)[0], "1925"), "date")], data.tx.Vocabulary([s]))
+    pair = data.truths.negation_pairs(s, wrong, data.tx.Vocabulary([s]))
+    assert [lab for _, lab, _ in pair] == ["supported", "contradicted"] and "not" in pair[1][0] and "1889" in pair[1][0]
+
+
+def test_verbatim_claims_are_kept_against_their_window(built):
+    """The window task's balancing kept 2 verbatim claims in 45,075 pairs (iteration 3): a claim in
+    its window's own words has few not_covered peers in its bin, as in the passage task."""
+    _, rows = built
+    passage = sum(r["kind"] == "sent_verbatim" for r in rows)
+    window = [r for r in rows if r["kind"] == "win_sent_verbatim"]
+    assert len(window) >= 0.15 * passage, (len(window), passage)  # was 4 of 236 (rows 500-999)
+    assert all(r["label"] == "supported" and data.contains_words(r["premise"], r["claim"]) for r in window)

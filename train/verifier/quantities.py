@@ -72,7 +72,7 @@ _MONTH_ALT = "|".join(sorted(MONTH_INDEX, key=len, reverse=True))
 DATE_MDY = re.compile(rf"\b({_MONTH_ALT})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE)
 DATE_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_ALT})\.?,?\s+(\d{{4}})\b", re.IGNORECASE)
 DATE_MY = re.compile(rf"\b({_MONTH_ALT})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.IGNORECASE)
-YEAR_RE = re.compile(r"(?<![\w,.$£€#/–-])(1[0-9]{3}|20[0-9]{2})(?![\w,.%°/–-]|\.\d|\s*(?:km|m|ft|mi|kg|people|residents|inhabitants)\b)")
+YEAR_RE = re.compile(r"(?<![\w,.$£€#/–-])(1[0-9]{3}|20[0-9]{2})(?![\w%°/–-]|[.,]\d|\s*(?:km|m|ft|mi|kg|people|residents|inhabitants)\b)")
 SPELLED = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
            "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
 SPELLED_RE = re.compile(r"\b(" + "|".join(SPELLED[2:]) + r")\s+(?=[a-z])", re.IGNORECASE)
