@@ -147,9 +147,15 @@ def test_an_unreachable_redis_degrades_fast_and_is_then_skipped():
         assert time.perf_counter() - started < 1.0
         assert ex.action_labels() == ["state.degraded"] and state.status == "degraded"
         assert state.publish("kb:x") == 0  # not published, never raised
-        started = time.perf_counter()
-        await sync.load(exchange())  # degraded: Redis is not even tried
-        assert time.perf_counter() - started < 0.01
+        calls: list[str] = []
+
+        async def hgetall(key: str) -> dict[str, str]:
+            calls.append(key)
+            return {}
+
+        state.client.hgetall = hgetall  # type: ignore[method-assign]
+        await sync.load(exchange())  # degraded: Redis is not even tried (a call, not a time: timings flake under load)
+        assert calls == []
         gauges = [p for p in metrics.snapshot() if p["name"] == "ctxwarden.state.backend_up"]
         assert gauges and gauges[0]["value"] == 0
         await state.aclose()
