@@ -142,11 +142,15 @@ def natural_dev() -> list[tuple[str, str, int]]:
     return [(i.premise, f"{i.question} {i.answer}".strip(), i.wrong) for i in baselines.natural_answers("dev").items]
 
 
-def selection_score(metrics: dict) -> float:
+SELECT = ["f1+natural"]  # set from --select
+
+
+def selection_score(metrics: dict, select: str = "f1+natural") -> float:
+    """f1+natural: dev macro-F1 and the natural dev AUC; swaps+natural: the dev set's
+    contradicted-vs-supported AUC (its synthetic swaps and their true peers) and the natural dev AUC."""
+    first = metrics["dev_auc_contradicted_vs_supported" if select == "swaps+natural" else "dev_macro_f1"]
     nat = metrics.get("natural_dev_auc")
-    if nat is None or math.isnan(nat):
-        return metrics["dev_macro_f1"]
-    return 0.5 * metrics["dev_macro_f1"] + 0.5 * nat
+    return first if nat is None or math.isnan(nat) else 0.5 * first + 0.5 * nat
 
 
 def repo_relative(path: Path) -> str:
@@ -244,7 +248,7 @@ def evaluate(model, dev: Encoded, natural: Encoded | None, natural_wrong: list[i
         nprobs = predict(model, natural, device, batch_size, autocast)
         metrics["natural_dev_auc"] = auc([p[c] for p, w in zip(nprobs, natural_wrong) if not w],
                                          [p[c] for p, w in zip(nprobs, natural_wrong) if w])
-    metrics["selection"] = selection_score(metrics)
+    metrics["selection"] = selection_score(metrics, SELECT[0])
     return metrics
 
 
@@ -408,11 +412,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--eval-limit", type=int, default=0, help="evaluate on at most this many dev pairs (0: all)")
     parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--select", default="f1+natural", choices=("f1+natural", "swaps+natural"), help="checkpoint selection score")
     parser.add_argument("--no-natural-dev", action="store_true", help="select on dev.jsonl alone")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda")
     parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16"))
     parser.add_argument("--save-dtype", default="fp16", choices=("fp16", "fp32"))
     args = parser.parse_args(argv)
+    SELECT[0] = args.select
     if args.prepare_base:
         print(prepare_base(Path(args.base) if args.base else BASE_DIR))
         return
