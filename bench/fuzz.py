@@ -104,6 +104,13 @@ def run(args: argparse.Namespace) -> int:
             done = sum(map(len, took.values()))
             if done == args.rss_at:
                 rss["mark"] = proxy.rss_mb()
+            if args.rss_jumps:  # which bodies leave RSS higher: the body's API, big-field site and size
+                now = proxy.rss_mb()
+                if now - rss.get("last", now) >= args.rss_jumps:
+                    print(f"  RSS +{now - rss['last']:.0f} MB at body {done} ({api}, {site or 'no big field'}, "
+                          f"{len(raw):,} bytes, {headers.get(b'x-ctxwarden-tenant', b'-').decode(errors='replace')[:20]}): "
+                          f"{raw[:120]!r}", flush=True)
+                rss["last"] = now
             if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
                 print(f"  RSS after {done} bodies: {proxy.rss_mb():.0f} MB"
                       + (f" (Chroma server: {chroma.rss_mb():.0f} MB)" if chroma else ""), flush=True)
@@ -173,6 +180,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rss-at", type=int, default=1000, help="RSS growth is measured from this many bodies to the end")
     parser.add_argument("--rss-budget", type=float, default=80, help="MB the proxy may grow after --rss-at bodies")
+    parser.add_argument("--rss-jumps", type=float, default=0, help="print each body after which RSS rose this many MB or more")
     parser.add_argument("--rss-every", type=int, default=0, help="print the proxy's RSS every this many bodies")
     parser.add_argument("--chroma-server", action="store_true",
                         help="Chroma in a `chroma run` process (storage.chroma_url): the proxy's RSS without Chroma's")

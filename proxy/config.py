@@ -99,9 +99,10 @@ class ModelConfig(Strict):
 class StorageConfig(Strict):
     path: str = ".ctxwarden"  # set in a config file: relative to that file's directory (load_settings)
     chroma_url: str | None = None
-    # Embedded Chroma: vector indexes held in memory at once (~2.7 MB each, least recently used out;
-    # an evicted one is read back from disk when used). Chroma's own default is the open-files limit / 5.
-    max_open_indexes: int = Field(64, ge=1)
+    # Embedded Chroma: vector indexes held in memory at once (~2.7 MB each, least recently used out).
+    # Chroma's own default is the open-files limit / 5. Only writes use an index: reads take vectors
+    # from the rows' metadata (proxy/stored_vectors.py), so eviction costs a write a reload, never data.
+    max_open_indexes: int = Field(16, ge=1)
 
 
 class StateConfig(Strict):
