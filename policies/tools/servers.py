@@ -23,6 +23,11 @@ NO_SERVER = -1
 MAX_PREFIX_SHARE = 0.25
 
 
+def bare_name(name: str) -> str:
+    """A tool's own name, without its server (`mcp__github__create_issue` → `create_issue`)."""
+    return _EXPLICIT.split(name)[-1]
+
+
 def explicit_server(name: str) -> str | None:
     """The server of an MCP-style name: everything before the last separator (`mcp__github`)."""
     parts = _EXPLICIT.split(name)

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .servers import NO_SERVER
+from .servers import NO_SERVER, bare_name
 
 NAME_MIN = 0.6
 SHARED_MIN = 4.0  # ~ one word in 1 of 50 names, or two commoner ones
@@ -37,8 +37,7 @@ def name_words(name: str | None) -> frozenset[str]:
     """The words of a tool's own name, without its server: `getUserSubmissions` → {get, user, submissions}."""
     if not name:
         return frozenset()
-    bare = re.split(r"__|[./:]", name)[-1]
-    return frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", bare).lower()))
+    return frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", bare_name(name)).lower()))
 
 
 def find_twins(names: Sequence[str | None], groups: np.ndarray, documents: np.ndarray | None) -> list[tuple[int, ...]]:
