@@ -237,6 +237,9 @@ class OnnxCrossEncoder:
             self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
             options = ort.SessionOptions()
             options.log_severity_level = 3
+            # Pairs come in every length: an arena would keep the largest buffers ever needed.
+            options.enable_cpu_mem_arena = False
+            options.enable_mem_pattern = False
             self._session = ort.InferenceSession(str(directory / "model.onnx"), sess_options=options,
                                                  providers=["CPUExecutionProvider"])
         except Exception as exc:
