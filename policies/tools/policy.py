@@ -15,7 +15,6 @@ gets `find_tools` (search.py), answered here, for what the filter did not forwar
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import marshal
 import pickle
@@ -40,7 +39,7 @@ from .report import report_selection
 from .finder import SearchTool
 from .selection import (Selection, ToolChoice, adaptive_relevant, by_name, called_tool_names, client_order,
                         parse_tool_choice, request_key)
-from .servers import NO_SERVER, focus, in_use, sibling_boost
+from .servers import NO_SERVER, focus, in_use, server_mask, sibling_boost
 from .text import tool_name
 from .twins import find_twins, with_twins
 from .usage import UsageStats
@@ -262,7 +261,7 @@ class ToolsPolicy(SearchTool, BasePolicy):
         if self.config.usage_boost > 0:
             shares = self._derived(index, "shares", lambda: self.usage.shares(tenant, index.names, index.groups, index.servers))
             anchored = [int(index.groups[i]) for i in anchors if index.groups[i] != NO_SERVER]
-            boosted = boosted + self.config.usage_boost * shares * np.isin(index.groups, anchored)
+            boosted = boosted + self.config.usage_boost * shares * server_mask(index.groups, anchored)
         if self.config.popularity_boost > 0:
             boosted = boosted + self.config.popularity_boost * self._popularity(index, tenant)
         return boosted
@@ -382,9 +381,11 @@ class ToolsPolicy(SearchTool, BasePolicy):
 
 def _toolset_key(tools: list[Tool]) -> str:
     """A key equal for equal lists. marshal is ~1.6x faster than pickle (~6x than json) on a 500-tool
-    list, and this runs on every request; a value marshal cannot write (not from JSON) falls back to pickle."""
+    list, and this runs on every request; a value marshal cannot write (not from JSON) falls back to pickle.
+    The key only names in-process caches (the tool sets' indexes), so the bytes are hashed with Python's
+    own keyed SipHash (random per process; ~0.09 ms for 525 tools, SHA-256 ~0.2 ms) with their length."""
     try:
         raw = marshal.dumps(tools)
     except ValueError:
         raw = pickle.dumps(tools, protocol=5)
-    return hashlib.sha256(raw).hexdigest()[:24]
+    return f"{hash(raw) & 0xFFFFFFFFFFFFFFFF:016x}:{len(raw):x}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..cache import cache_short
 from ..messages import Message, content_text, last_user_index
 from .text import terms
 
@@ -69,11 +70,18 @@ def latest_step(messages: Sequence[Message]) -> tuple[str, str]:
     return "\n".join(s for s in said if s), "\n".join(r for r in results if r)
 
 
+@cache_short(maxsize=4096, max_chars=MAX_USER_CHARS)
+def part_terms(text: str) -> tuple[str, ...]:
+    """A part's distinct terms, first seen first: the request's and the task's texts come back at
+    every step of a run, so each is split and stemmed once."""
+    return tuple(dict.fromkeys(terms(text)))
+
+
 def weighted_terms(parts: Sequence[QueryPart]) -> dict[str, float]:
     """Each lexical term with the weight of the heaviest part it occurs in."""
     out: dict[str, float] = {}
     for part in parts:
-        for term in terms(part.text):
+        for term in part_terms(part.text):
             if part.weight > out.get(term, 0.0):
                 out[term] = part.weight
     return out

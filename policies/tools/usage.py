@@ -19,6 +19,7 @@ from typing import Iterable
 import numpy as np
 
 from ..cache import LRU
+from .servers import server_mask
 
 MIN_SESSIONS = 3  # a server used in fewer sessions than this says nothing yet
 SMOOTHING = 2.0  # shrinks the share of a rarely used server towards 0
@@ -71,7 +72,7 @@ class UsageStats:
                 used[g] = n
         if not used:
             return out
-        for i in np.nonzero(np.isin(groups, list(used)))[0]:
+        for i in np.nonzero(server_mask(groups, used))[0]:
             name = names[i]
             if name is not None:
                 out[i] = self._counts.get((tenant, "tool", name), 0) / (used[int(groups[i])] + SMOOTHING)

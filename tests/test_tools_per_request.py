@@ -1,0 +1,55 @@
+"""The tools policy's per-request work (issue 45, selection p50): what runs on every request of a
+warm catalog is cheap, and gives what the slower code gave."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ctxwarden.policies.tools.policy import _toolset_key
+from ctxwarden.policies.tools.query import QueryPart, part_terms, weighted_terms
+from ctxwarden.policies.tools.servers import NO_SERVER, in_use, server_mask, sibling_boost
+from ctxwarden.policies.tools.text import terms
+from tests.tools_fixtures import all_tools
+
+
+def test_server_mask_is_isin_without_the_sort():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        groups = rng.integers(-1, 12, size=int(rng.integers(0, 60)))
+        wanted = {int(g) for g in rng.integers(-1, 14, size=int(rng.integers(0, 5)))}
+        expected = np.isin(groups, [g for g in wanted if g != NO_SERVER])
+        assert np.array_equal(server_mask(groups, wanted), expected)
+
+
+def test_the_boosts_built_on_the_mask_are_unchanged():
+    groups = np.array([0, 0, 1, NO_SERVER, 2, 1])
+    scores = np.array([0.5, -0.2, 0.3, 0.4, 0.1, 0.2])
+    boosted = sibling_boost(scores, groups, [0, 3], 0.1)  # the anchor with no server anchors nothing
+    assert np.allclose(boosted, scores + 0.1 * np.maximum(scores, 0) * np.array([1, 1, 0, 0, 0, 0]))
+    assert in_use(groups, [2, 3]).tolist() == [0, 0, 1, 1, 0, 1]  # a tool with no server: only itself
+
+
+def test_a_parts_terms_are_split_once_and_weigh_as_before():
+    request = "Find the cheapest flights from Paris to Berlin next Friday and book the earliest one " * 3
+    step = "search_flights {\"origin\": \"CDG\", \"destination\": \"BER\"}"
+    parts = [QueryPart("request", request, 1.0), QueryPart("assistant", step, 0.5)]
+    naive: dict[str, float] = {}
+    for part in parts:
+        for term in terms(part.text):
+            naive[term] = max(naive.get(term, 0.0), part.weight)
+    assert weighted_terms(parts) == naive
+    hits = part_terms.cache_info().hits
+    weighted_terms([QueryPart("request", request, 1.0), QueryPart("result", "no flights on that day", 0.3)])
+    assert part_terms.cache_info().hits == hits + 1  # the request's text, met again at the next step
+
+
+def test_the_toolset_key_tells_lists_apart_and_equal_lists_alike():
+    tools = json.loads(json.dumps(all_tools()))
+    again = json.loads(json.dumps(all_tools()))
+    assert _toolset_key(tools) == _toolset_key(again)
+    again[3]["function"]["description"] += " "
+    assert _toolset_key(tools) != _toolset_key(again)
+    assert _toolset_key(tools) != _toolset_key(tools[:-1])
+    assert _toolset_key(tools) != _toolset_key([*tools[1:], tools[0]])
