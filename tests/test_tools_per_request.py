@@ -9,8 +9,9 @@ import numpy as np
 
 from ctxwarden.policies.tools.policy import _toolset_key
 from ctxwarden.policies.tools.query import QueryPart, part_terms, weighted_terms
-from ctxwarden.policies.tools.servers import NO_SERVER, in_use, server_mask, sibling_boost
+from ctxwarden.policies.tools.servers import NO_SERVER, in_use, server_groups, server_mask, sibling_boost
 from ctxwarden.policies.tools.text import terms
+from ctxwarden.policies.tools.usage import MIN_SESSIONS, SMOOTHING, UsageStats
 from tests.tools_fixtures import all_tools
 
 
@@ -53,3 +54,32 @@ def test_the_toolset_key_tells_lists_apart_and_equal_lists_alike():
     assert _toolset_key(tools) != _toolset_key(again)
     assert _toolset_key(tools) != _toolset_key(tools[:-1])
     assert _toolset_key(tools) != _toolset_key([*tools[1:], tools[0]])
+
+
+def _naive_popularity(stats: UsageStats, tenant: str, names: list[str | None]) -> np.ndarray:
+    sessions = stats._counts.get((tenant, "sessions", ""), 0)
+    if sessions < MIN_SESSIONS:
+        return np.zeros(len(names))
+    return np.array([stats._counts.get((tenant, "tool", n), 0) / (sessions + SMOOTHING) if n else 0.0 for n in names])
+
+
+def _naive_shares(stats: UsageStats, tenant: str, names: list[str | None], groups: np.ndarray, servers: list[str]) -> np.ndarray:
+    used = {g: n for g, s in enumerate(servers) if (n := stats._counts.get((tenant, "server", s), 0)) >= MIN_SESSIONS}
+    return np.array([stats._counts.get((tenant, "tool", n), 0) / (used[int(g)] + SMOOTHING)
+                     if n and int(g) in used else 0.0 for n, g in zip(names, groups)])
+
+
+def test_usage_shares_read_only_the_counted_tools_and_equal_a_read_of_every_tool():
+    rng = np.random.default_rng(3)
+    names: list[str | None] = [f"s{k % 5}__t{k}" for k in range(40)] + [None, "s1__t3", "plain"]  # a nameless, a repeat
+    groups, servers = server_groups(names)
+    for max_entries in (10_000, 12):  # 12: counts are evicted, and evicted tools must read 0
+        stats = UsageStats(max_entries=max_entries)
+        for session in range(30):
+            called = {str(names[int(i)]) for i in rng.integers(0, 43, size=3) if names[int(i)]}
+            tenant = "acme" if session % 3 else "other"
+            stats.count(tenant, called, {s.split("__")[0] for s in called if "__" in s}, new_session=True)
+            for tenant in ("acme", "other", "none"):
+                assert np.allclose(stats.popularity(tenant, names), _naive_popularity(stats, tenant, names))
+                assert np.allclose(stats.shares(tenant, names, groups, servers),
+                                   _naive_shares(stats, tenant, names, groups, servers))
