@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .base import BasePolicy, BudgetNote, Exchange, PolicyConfig, Reject, Services, Verdict, run_cpu
-from .messages import heavy, last_user_index, message_tokens, system_prefix_length
+from .messages import heavy, last_user_index, message_token_list, system_prefix_length, tools_tokens
 
 log = logging.getLogger("ctxwarden.budget")
 
@@ -54,26 +54,17 @@ class BudgetConfig(PolicyConfig):
 
 def component_tokens(ex: Exchange, services: Services) -> dict[str, int]:
     """Tokens per component: system prompt, history, tools, and the current query."""
-    # The budget measures twice per request; most dicts are the same objects the second time.
-    memo = ex.notes.token_memo
-
-    def count(obj: dict[str, Any], is_tool: bool = False) -> int:
-        hit = memo.get(id(obj))
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        n = services.tokens.count_tools([obj], ex.model) if is_tool else message_tokens(services.tokens, obj, ex.model)
-        memo[id(obj)] = (obj, n)
-        return n
-
     msgs = ex.messages
+    # One count per message, carried for the messages the session's last request sent (a slice of its list)
+    tokens = message_token_list(services.tokens, msgs, ex.model)
     n_sys = system_prefix_length(msgs)
     last_user = last_user_index(msgs)
     query_from = last_user if last_user >= n_sys else len(msgs)
     return {
-        "system": sum(count(m) for m in msgs[:n_sys]),
-        "history": sum(count(m) for m in msgs[n_sys:query_from]),
-        "query": sum(count(m) for m in msgs[query_from:]),
-        "tools": sum(count(t, is_tool=True) for t in ex.forwarded_tools()),
+        "system": sum(tokens[:n_sys]),
+        "history": sum(tokens[n_sys:query_from]),
+        "query": sum(tokens[query_from:]),
+        "tools": tools_tokens(services.tokens, ex.forwarded_tools(), ex.model),
     }
 
 

@@ -84,10 +84,17 @@ def system_prefix_length(messages: Sequence[Message]) -> int:
 
 
 def last_user_index(messages: Sequence[Message]) -> int:
+    roles = carried_values("role", messages, role_of)  # the request's own list: its roles, one list a request
+    if roles is not None:
+        return len(roles) - 1 - roles[::-1].index("user") if "user" in roles else -1
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user":
             return i
     return -1
+
+
+def role_of(message: Message) -> Any:
+    return message.get("role")
 
 
 def with_note(message: Message, note: str) -> Message:
@@ -123,28 +130,99 @@ _CALL_FIELDS = frozenset({"id", "type", "function"})
 # Holding the message keeps its id from being reused while the entry lives. Worker threads started by
 # asyncio.to_thread see the same dict (they run in a copy of the request's context).
 Facts = dict[Any, Any]
-_MEMO: ContextVar[dict[int, tuple[Message, Facts]] | None] = ContextVar("ctxwarden_message_facts", default=None)
+
+
+class Memo(dict):
+    """`request_memo`'s table (id → (message, facts)), with what it knows of the request as a whole:
+    its incoming messages (`incoming`, a copy of the list), how many of them lead the session's last
+    request unchanged (`carried`), that request (`previous`), and the per-message value lists made
+    of the incoming messages (`values`, by kind: `message_values`)."""
+
+    __slots__ = ("incoming", "carried", "previous", "values")
+
+    def __init__(self, incoming: Sequence[Message], carried: int, previous: "Carried | None") -> None:
+        super().__init__()
+        self.incoming = list(incoming)
+        self.carried = carried
+        self.previous = previous
+        self.values: dict[Any, list] = {}
+
+
+_MEMO: ContextVar[Memo | None] = ContextVar("ctxwarden_message_facts", default=None)
 
 
 @contextlib.contextmanager
-def request_memo(messages: Sequence[Message] = (),
-                 previous: "Carried | None" = None) -> Iterator[dict[int, tuple[Message, Facts]]]:
+def request_memo(messages: Sequence[Message] = (), previous: "Carried | None" = None) -> Iterator[Memo]:
     """Analyses are remembered per message object until the block ends (one request's policies).
     `previous` (what `Carried` kept of the session's last request): each of `messages` equal to the
     message at its place there starts with that message's facts, so an agent's history, sent again
-    whole at every step, is compared (memcmp speed) instead of analysed again."""
-    memo: dict[int, tuple[Message, Facts]] = {}
+    whole at every step, is compared (memcmp speed) instead of analysed again. The leading run of
+    equal messages is found by one list comparison (C speed: no Python work per message)."""
+    carried = 0
     if previous is not None:
-        for message, (old, facts) in zip(messages, previous.messages):
-            if message == old:  # every field equal: every analysis of it is the same
-                memo[id(message)] = (message, facts)
-    fresh = sum(_chars(m) for m in messages if id(m) not in memo)
+        old = previous.messages
+        n = min(len(messages), len(old))
+        carried = n if list(messages[:n]) == old[:n] else next(i for i in range(n) if messages[i] != old[i])
+    memo = Memo(messages, carried, previous)
+    if previous is not None:
+        head = memo.incoming[:carried]
+        memo.update(zip(map(id, head), zip(head, previous.facts)))  # no Python work per message
+        rest = slice(carried + 1, n)
+        memo.update((id(m), (m, facts))  # and each equal message after the first that differs
+                    for m, o, facts in zip(messages[rest], old[rest], previous.facts[rest]) if m == o)
+    fresh = sum(_chars(m) for m in messages[carried:] if id(m) not in memo)
     token, counted = _MEMO.set(memo), _FRESH.set((fresh, len(messages)))
     try:
         yield memo
     finally:
         _MEMO.reset(token)
         _FRESH.reset(counted)
+
+
+def message_values(kind: Any, messages: Sequence[Message], compute: Callable[[Message], Any]) -> list:
+    """[compute(m) for m in messages], which the caller must not change: `carried_values` for the
+    request's incoming messages, else per message through `remembered`."""
+    known = carried_values(kind, messages, compute)
+    return known if known is not None else [remembered(kind, m, compute) for m in messages]
+
+
+def carried_values(kind: Any, messages: Sequence[Message], compute: Callable[[Message], Any]) -> list | None:
+    """Within `request_memo`, for a list that ends with the request's own incoming messages (the same
+    objects in the same order: the whole request, or its tail after the summaries a policy put in
+    front): [compute(m) for m in messages], which the caller must not change. The incoming messages'
+    values are made once per request and kind, and those of the messages carried from the session's
+    last request come from its list as one slice, so the cost is what is new in the request, not a
+    lookup per message. None for any other list, or outside a request. `compute` must read nothing
+    but the message (and what `kind` names)."""
+    memo = _MEMO.get()
+    if memo is None:
+        return None
+    incoming = memo.incoming
+    whole = len(messages) == len(incoming) and list(messages) == incoming  # the same objects: a pointer each
+    tail = len(incoming) if whole else _common_tail(messages, incoming)
+    if not tail:
+        return None
+    known = memo.values.get(kind)
+    if known is None:
+        previous = memo.previous
+        base = previous.values.get(kind, [])[:memo.carried] if previous is not None else []
+        known = memo.values[kind] = [*base, *(remembered(kind, m, compute) for m in incoming[len(base):])]
+    if whole:
+        return known
+    return [*(remembered(kind, m, compute) for m in messages[:len(messages) - tail]), *known[len(known) - tail:]]
+
+
+def _common_tail(messages: Sequence[Message], incoming: list[Message]) -> int:
+    """How many of the last messages of both lists are equal (compared from the end as whole slices,
+    at C speed: one binary search, the shared messages being the same objects)."""
+    low, high = 0, min(len(messages), len(incoming))
+    while low < high:  # equal tails of t messages imply equal tails of fewer
+        t = (low + high + 1) // 2
+        if list(messages[len(messages) - t:]) == incoming[len(incoming) - t:]:
+            low = t
+        else:
+            high = t - 1
+    return low
 
 
 # (characters of the messages not carried from the session's last request, messages): see light_work
@@ -175,14 +253,23 @@ def _chars(message: Message) -> int:
 
 
 class Carried:
-    """A request's messages with their facts, for the session's next request (`request_memo`)."""
+    """A request's messages with their facts and value lists, for the session's next request
+    (`request_memo`). The messages the request carried from the one before are taken from it as
+    they were (a slice: equal messages, the same facts), so making this costs what is new."""
 
-    __slots__ = ("messages", "bytes")
+    __slots__ = ("messages", "facts", "values", "bytes", "_sizes")
 
     def __init__(self, messages: Sequence[Message], memo: dict[int, tuple[Message, Facts]]) -> None:
+        kept: list[Message] = []
+        facts: list[Facts] = []
+        sizes: list[int] = []
+        whole = isinstance(memo, Memo) and len(messages) == len(memo.incoming) and list(messages) == memo.incoming
+        start = memo.carried if whole and memo.previous is not None else 0  # type: ignore[union-attr]
+        if start:
+            previous = memo.previous  # type: ignore[union-attr]
+            kept, facts, sizes = previous.messages[:start], previous.facts[:start], previous._sizes[:start]
         # Only messages with a fingerprint: `==` tells 1 from True no better than a hash does.
-        kept = []
-        for message in messages:
+        for message in messages[start:]:
             hit = memo.get(id(message))
             if hit is None or hit[0] is not message:
                 hit = (message, {})
@@ -190,10 +277,15 @@ class Carried:
                 hit[1][_FINGERPRINT] = _fingerprint(message)
             if hit[1][_FINGERPRINT] is None:
                 break
-            kept.append(hit)
-        self.messages: list[tuple[Message, Facts]] = kept
-        # About: the texts (held alive by this), ~600 bytes a message and its facts
-        self.bytes = sum(600 + len(m.get("content") or "") for m, _ in kept)
+            kept.append(message)
+            facts.append(hit[1])
+            # About: the texts (held alive by this), ~600 bytes a message and its facts
+            sizes.append(600 + len(message.get("content") or ""))
+        self.messages: list[Message] = kept
+        self.facts: list[Facts] = facts
+        self._sizes = sizes
+        self.values: dict[Any, list] = dict(memo.values) if whole else {}  # type: ignore[union-attr]
+        self.bytes = sum(sizes) + 16 * len(messages) * len(self.values)
 
 
 def remembered(kind: Any, message: Message, compute: Callable[[Message], Any]) -> Any:
@@ -217,6 +309,19 @@ def message_tokens(counter: Any, message: Message, model: str) -> int:
     """`counter.count_message(message, model)`, once per message object and carried to the session's
     next request (`remembered`): the counter's own cache costs a key and a locked lookup per message."""
     return remembered(("tokens", id(counter), model), message, lambda m: counter.count_message(m, model))
+
+
+def message_token_list(counter: Any, messages: Sequence[Message], model: str) -> list[int]:
+    """`message_tokens` of each of `messages` (`message_values`: a slice of the session's last
+    request's list for the messages it carried)."""
+    return message_values(("tokens", id(counter), model), messages, lambda m: counter.count_message(m, model))
+
+
+def tools_tokens(counter: Any, tools: Sequence[Any] | None, model: str) -> int:
+    """`counter.count_tools(tools, model)`, each definition counted once per request (`remembered`):
+    the budget, the planner and the archive count the same tools, each a JSON encoding."""
+    return sum(remembered(("tool_tokens", id(counter), model), t, lambda t: counter.count_tools([t], model))
+               for t in tools or ())
 
 
 _FINGERPRINT = "fingerprint"

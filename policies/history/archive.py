@@ -23,7 +23,7 @@ from pydantic import Field
 
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
-from ..messages import Message, content_text, heavy, last_user_index, message_tokens
+from ..messages import Message, content_text, heavy, last_user_index, message_token_list, tools_tokens
 from ..text.tokens import REPLY_PRIMING
 from .digest import digest
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
@@ -186,8 +186,8 @@ class ArchivePolicy(BasePolicy):
         tools = ex.forwarded_tools()
         if refs_in(messages) and RECALL_TOOL["function"]["name"] not in ex.proxy_tools:
             tools.append(RECALL_TOOL)
-        counted = sum(message_tokens(tokens, m, ex.model) for m in messages) + REPLY_PRIMING
-        return counted + tokens.count_tools(tools, ex.model)
+        counted = sum(message_token_list(tokens, messages, ex.model)) + REPLY_PRIMING
+        return counted + tools_tokens(tokens, tools, ex.model)
 
     # ------------------------------------------------------------------ stubbing
 

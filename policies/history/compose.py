@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..messages import Message, content_text
+from ..messages import Message, content_text, message_values, role_of
 from .digest import digest
 from .layout import Body
 from .scratchpad import archive_ref
@@ -56,10 +56,12 @@ class UnitCosts:
 
     @classmethod
     def of(cls, body: Body) -> "UnitCosts":
+        tokens = body.tokens
+        tool = [role == "tool" for role in message_values("role", body.messages, role_of)]  # the request's own: a slice
         said, results = [], []
         for unit in body.units:
-            said.append(sum(body.tokens[i] for i in unit if body.messages[i].get("role") != "tool"))
-            results.append([body.tokens[i] for i in unit if body.messages[i].get("role") == "tool"])
+            said.append(sum([tokens[i] for i in unit if not tool[i]]))
+            results.append([tokens[i] for i in unit if tool[i]])
         return cls(said, results)
 
     def estimate(self, sizing: Sizing, a: int, b: int) -> int:

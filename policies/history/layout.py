@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..cache import LRU
-from ..messages import Message, fingerprint, group_exchanges, remembered
+from ..messages import Message, fingerprint, group_exchanges, message_token_list, message_values, remembered, role_of
 from .events import Units
 
 _PLAIN_KEYS = ("role", "content", "tool_call_id", "name")
@@ -71,6 +71,17 @@ class Body:
             times=list(times),
         )
 
+    @classmethod
+    def of_request(cls, messages: list[Message], n_sys: int, counter: Any, model: str,
+                   times: Sequence[float | None]) -> "Body":
+        """The body of a request (its messages after the first `n_sys`), its keys and token counts
+        made once per message (`message_values`: a slice of the session's last request's lists for
+        the messages it sent again)."""
+        body = messages[n_sys:]
+        return cls(messages=body, hashes=message_values("message_key", messages, _known_key)[n_sys:],
+                   tokens=message_token_list(counter, messages, model)[n_sys:], units=group_exchanges(body),
+                   times=list(times))
+
     def span(self, a: int, b: int) -> tuple[int, int]:
         """Unit range [a, b) → message range [start, end)."""
         if a >= b:
@@ -92,11 +103,14 @@ class Body:
 
     def plan_units(self) -> Units:
         """The per-unit view the planner replays."""
+        roles = message_values("role", self.messages, role_of)  # the request's own: a slice of its list
+        tokens, units = self.tokens, self.units
+        untimed = self.times.count(None) == len(self.times)
         return Units(
-            starts=[unit[0] for unit in self.units],
-            messages=[len(unit) for unit in self.units],
-            tokens=[sum(self.tokens[i] for i in unit) for unit in self.units],
-            is_user=[self.messages[unit[0]].get("role") == "user" for unit in self.units],
-            ends_request=[self.messages[unit[-1]].get("role") in ("user", "tool", "function") for unit in self.units],
-            times=[self.unit_time(u) for u in range(len(self.units))],
+            starts=[unit[0] for unit in units],
+            messages=[len(unit) for unit in units],
+            tokens=[sum(tokens[unit[0]:unit[-1] + 1]) for unit in units],  # a unit is a run of messages
+            is_user=[roles[unit[0]] == "user" for unit in units],
+            ends_request=[roles[unit[-1]] in ("user", "tool", "function") for unit in units],
+            times=[None] * len(units) if untimed else [self.unit_time(u) for u in range(len(units))],
         )

@@ -28,7 +28,7 @@ from pydantic import Field
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..deadline import Deadline, OverBudget
-from ..messages import Message, heavy, system_prefix_length
+from ..messages import Message, heavy, message_token_list, message_values, system_prefix_length, tools_tokens
 from ..text.tokens import REPLY_PRIMING
 from .blocks import BlockCache, SummaryBlock, span_key
 from .compose import Sizing, UnitCosts, mentions_after, result_lines, split_span
@@ -42,7 +42,6 @@ from .timestamps import message_times
 
 log = logging.getLogger("ctxwarden.history")
 WARNED_SESSIONS = 10_000  # sessions whose distraction was logged (least recently used forgotten first)
-TOKEN_CACHE_BYTES = 8 * 2**20  # the token counts of messages seen (see HistoryPolicy._tokens)
 
 
 class HistoryConfig(PolicyConfig):
@@ -101,10 +100,6 @@ class HistoryPolicy(BasePolicy):
         self.blocks = BlockCache(config.cache_blocks)
         self.summarizer = Summarizer(services, config.summarizer_model, config.summarizer_timeout_s)
         self.scratchpad = shared_scratchpad(services)
-        # (model, message key) → tokens, shared by concurrent requests' threads. By bytes: the model is the
-        # client's string (a long one is counted per entry); ~320 bytes an entry besides, 8 MB hold ~25,000
-        self._tokens: LRU[tuple[str, str], int] = LRU(100_000, max_bytes=TOKEN_CACHE_BYTES,
-                                                      sizeof=lambda key, _: 320 + len(key[0]) + len(key[1]))
         self._inflight: dict[str, asyncio.Future] = {}  # block key → the block being made for it
         # Per session, where the planner's replay of the last request stood (events.Replay): ~60 bytes a unit
         self._replays: LRU[tuple[str | None, str], Replay] = LRU(
@@ -121,8 +116,8 @@ class HistoryPolicy(BasePolicy):
         body_messages = ex.messages[n_sys:]
         if not body_messages:
             return None
-        times = message_times(body_messages, ex.original_messages, ex.headers)
-        body = await run_cpu(heavy(ex), Body.build, body_messages, self._counter(ex), times)
+        times = message_times(ex.messages, ex.original_messages, ex.headers)[n_sys:]
+        body = await run_cpu(heavy(ex), Body.of_request, ex.messages, n_sys, self.services.tokens, ex.model, times)
         distraction = detect(body, cfg)
         if distraction:
             self._report(ex, distraction)
@@ -158,7 +153,8 @@ class HistoryPolicy(BasePolicy):
         tools = list(ex.tools or [])
         if self.config.archive_spans and self.services.store is not None:
             tools.append(RECALL_TOOL)
-        return sum(tokens.count_message(m, ex.model) for m in system) + tokens.count_tools(tools, ex.model) + REPLY_PRIMING
+        system_tokens = sum(tokens.count_message(m, ex.model) for m in system)
+        return system_tokens + tools_tokens(tokens, tools, ex.model) + REPLY_PRIMING
 
     def _plan(self, ex: Exchange, body: Body, fixed: int, timed: bool) -> Plan:
         cfg: HistoryConfig = self.config
@@ -174,32 +170,13 @@ class HistoryPolicy(BasePolicy):
 
         def read(k: int) -> tuple:  # all the replay reads of units [0, k): the last request's replay resumes if equal
             columns = (units.starts, units.messages, units.tokens, units.is_user, units.ends_request, units.times, costs.said)
-            return (marks, sizing, *(tuple(column[:k]) for column in columns), tuple(tuple(r) for r in costs.results[:k]))
+            return (marks, sizing, *(tuple(column[:k]) for column in columns), tuple(map(tuple, costs.results[:k])))
 
         layout, replay = resumed_plan(units, marks, lambda a, b: costs.estimate(sizing, a, b), sizing.roll_up,
                                       self._replays.get(ex.session_key), read)
         if replay is not None:
             self._replays.put(ex.session_key, replay)
         return layout
-
-    def _counter(self, ex: Exchange):
-        """Token counts: the budget's per-request memo (same dicts), then ours by message key (the
-        shared counter re-hashes a message's JSON on every call), then the counter itself."""
-        model = ex.model
-        memo = ex.notes.token_memo
-
-        def count(message: Message, key: str) -> int:
-            seen = memo.get(id(message))
-            if seen is not None and seen[0] is message:
-                return seen[1]
-            cache_key = (model, key)
-            hit = self._tokens.get(cache_key)
-            if hit is None:
-                hit = self.services.tokens.count_message(message, model)
-                self._tokens.put(cache_key, hit)
-            return hit
-
-        return count
 
     def _report(self, ex: Exchange, d: Distraction) -> None:
         """Reported (action, metric) on every request; logged once per session, since a long history
@@ -337,15 +314,10 @@ class HistoryPolicy(BasePolicy):
     # ------------------------------------------------------------------ result
 
     def _forwarded_history_tokens(self, ex: Exchange, body: Body) -> int:
-        """The forwarded history's tokens: the client's messages by their cached counts, the
-        messages placement made (summaries, alone or in a user turn) counted now."""
-        known = {id(m): t for m, t in zip(body.messages, body.tokens)}
-        n_sys = system_prefix_length(ex.messages)
-        total = 0
-        for msg in ex.messages[n_sys:]:
-            hit = known.get(id(msg))
-            total += hit if hit is not None else self.services.tokens.count_message(msg, ex.model)
-        return total
+        """The forwarded history's tokens: the client's messages by their counts made before (the
+        request's own tail: one slice), the messages placement made (summaries, alone or in a user
+        turn) counted now."""
+        return sum(message_token_list(self.services.tokens, ex.messages, ex.model)[system_prefix_length(ex.messages):])
 
     def _finish(self, ex: Exchange, body: Body, layout: Plan, fixed: int, made: list[str], started: float) -> None:
         before = fixed + sum(body.tokens)
@@ -382,11 +354,11 @@ class HistoryPolicy(BasePolicy):
 
 def _non_text_parts(body: Body, segments: list[PlannedSegment]) -> int:
     """Images, audio and files inside summarized messages (the summary marks each one)."""
-    count = 0
-    for seg in segments:
-        start, end = body.span(seg.start, seg.end)
-        for msg in body.messages[start:end]:
-            content = msg.get("content")
-            if isinstance(content, list):
-                count += sum(1 for p in content if isinstance(p, dict) and p.get("type") not in ("text", "refusal"))
-    return count
+    counts = message_values("history.non_text", body.messages, _non_text)  # the request's own: a slice
+    return sum(sum(counts[start:end]) for start, end in (body.span(s.start, s.end) for s in segments))
+
+
+def _non_text(msg: Message) -> int:
+    content = msg.get("content")
+    return sum(1 for p in content if isinstance(p, dict) and p.get("type") not in ("text", "refusal")) if isinstance(
+        content, list) else 0

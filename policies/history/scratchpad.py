@@ -31,11 +31,11 @@ import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Sequence
 
 from ..base import Exchange, Services, user_and_task
 from ..cache import LRU, stable_hash
-from ..messages import Message, content_text, fingerprint, remembered
+from ..messages import Message, carried_values, content_text, fingerprint, remembered
 from .blocks import summary_sections
 
 log = logging.getLogger("ctxwarden.scratchpad")
@@ -83,12 +83,12 @@ def stub_text(ref: str, tokens: int, digest: str) -> str:
     )
 
 
-def refs_in(messages: Iterable[Message]) -> list[str]:
+def refs_in(messages: Sequence[Message]) -> list[str]:
     """Archive refs the forwarded messages mention: stubs (tool results) and the proxy's summaries
     (in user turns; what the user typed there is not read)."""
     found: list[str] = []
-    for msg in messages:
-        for ref in _refs_of(msg):
+    for refs in carried_values("refs.of", messages, _refs_of) or map(_refs_of, messages):
+        for ref in refs:
             if ref not in found:
                 found.append(ref)
     return found

@@ -13,7 +13,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from ..messages import Message
+from ..messages import Message, message_values
 
 HEADER = "x-ctxwarden-timestamps"
 _KEYS = ("timestamp", "created_at", "created")
@@ -72,12 +72,10 @@ def header_times(raw: str | None) -> list[float | None] | None:
 def message_times(messages: Sequence[Message], original: Sequence[Message], headers: dict[str, str]) -> list[float | None]:
     """A time (or None) per message; header entries follow the client's original message order."""
     hinted = header_times(headers.get(HEADER))
+    own = message_values("history.time", messages, message_time)  # carried for the request's own messages
+    if not hinted:
+        return list(own)
     by_identity: dict[int, float | None] = {}
-    if hinted:
-        for msg, moment in zip(original, hinted):
-            by_identity[id(msg)] = moment
-    out = []
-    for msg in messages:
-        moment = message_time(msg)
-        out.append(moment if moment is not None else by_identity.get(id(msg)))
-    return out
+    for msg, moment in zip(original, hinted):
+        by_identity[id(msg)] = moment
+    return [moment if moment is not None else by_identity.get(id(msg)) for msg, moment in zip(messages, own)]

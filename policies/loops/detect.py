@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, Sequence
 
 from ..cache import cache_short, stable_hash
-from ..messages import Message, content_text, last_user_index
+from ..messages import Message, content_text, last_user_index, message_values, role_of
 
 LABEL_MAX = 80  # characters of a call's label in messages and logs
 HISTORY_MAX = 30  # rounds of transition history kept with a detected loop
@@ -237,6 +238,11 @@ def find_cycle(rounds: Sequence[Round], max_repeats: int, max_period: int) -> Lo
     return None
 
 
+def _calls(message: Message) -> bool:
+    """A round of tool calls (or the legacy single call), when the message is the model's."""
+    return bool(message.get("tool_calls") or isinstance(message.get("function_call"), dict))
+
+
 def arguments_chars(messages: Sequence[Message], rounds: int) -> int:
     """Characters of the tool-call arguments in the turn's last `rounds` assistant messages: what
     find_loop parses again when they are too long for call_key's memo."""
@@ -268,7 +274,10 @@ def find_loop(
     proportion to the turn. Once a loop is found, the whole turn is read for its report (how many
     repeats, the history, the tool rounds)."""
     begin = turn_start(messages)
-    said = [i for i in range(begin, len(messages)) if messages[i].get("role") == "assistant"]
+    # Which messages are the model's, and which of those call tools: one list each a request, carried
+    # for the messages the session's last request sent (messages.message_values), read at C speed.
+    said_flags = list(map("assistant".__eq__, message_values("role", messages, role_of)[begin:]))
+    said = list(compress(range(begin, len(messages)), said_flags))
     if not said:
         return None
     keep = max(max_period * max_repeats, 10)  # what find_cycle reads; a "rounds" report shows 10
@@ -278,7 +287,7 @@ def find_loop(
         found = find_cycle(extract_rounds(messages, begin), max_repeats, max_period)
     if found:
         return found
-    tool_rounds = sum(1 for i in said if messages[i].get("tool_calls") or isinstance(messages[i].get("function_call"), dict))
+    tool_rounds = sum(compress(message_values("loops.calls", messages, _calls)[begin:], said_flags))
     if max_tool_rounds is not None and tool_rounds > max_tool_rounds:
         return Loop(
             kind="rounds",

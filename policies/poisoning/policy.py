@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict, run_cpu
-from ..cache import LRU, parts_hash
+from ..cache import LRU
 from ..messages import Message, content_text, last_user_index, remembered
 from .admin import Route, routes
 from .assess import Assessment, assess, input_evidence, retrieve
@@ -34,6 +34,7 @@ from .config import PoisoningConfig
 from .findings import MARK, VERDICT_BYTES, Finding, header_safe, short, verdict_size
 from .flags import FlagRules
 from .gate import releasable
+from .inputs import inputs_to_check, verdict_keys
 from .kb import KnowledgeBase, readiness
 from .kb_gate import share
 from .quarantine import APPROVED, REJECTED, QuarantineStore
@@ -44,6 +45,7 @@ log = logging.getLogger("ctxwarden.poisoning")
 
 _OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
 _without_notes = lambda m: _OUR_NOTES.sub("", content_text(m))  # noqa: E731  a message as the input checks read it
+_read = lambda m: remembered("poisoning.text", m, _without_notes)  # noqa: E731  once a message
 CHECKED_ROLES = ("assistant", "tool")
 MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
 SHORT_EMBED_CHARS = 4000  # answer + question under this are embedded on the event loop (≲ 0.3 ms)
@@ -60,6 +62,7 @@ class PoisoningPolicy(BasePolicy):
         self.local = LocalChecker()
         self.checker = build_checker(config, services, self.local)
         self.flags = FlagRules(config.flag_rules)
+        self._roles = frozenset(CHECKED_ROLES) | self.flags.roles  # what the input checks read
         self.stats = PoisoningStats(config.alert_window, config.alert_rate, config.alert_min_samples)
         self._kbs: LRU[str | None, KnowledgeBase] = LRU(MAX_TENANT_KBS)  # each holds its evidence index
         self._quarantine: QuarantineStore | None = None
@@ -234,7 +237,8 @@ class PoisoningPolicy(BasePolicy):
     # ------------------------------------------------------------------ inputs
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
-        todo = self._inputs_to_check(ex) if self.config.check_inputs else []
+        # (index, role, text) of the incoming messages the checks read, made once a message (and its next requests)
+        todo = inputs_to_check(ex.messages, self._roles, _read) if self.config.check_inputs else []
         if not todo:
             # The stream gate reads the KB index: load it now, off the event loop (with inputs to
             # check, _input_findings loads it).
@@ -263,12 +267,6 @@ class PoisoningPolicy(BasePolicy):
             ex.messages = [replaced.get(i, m) for i, m in enumerate(ex.messages)]
         return None
 
-    def _inputs_to_check(self, ex: Exchange) -> list[tuple[int, str, str]]:
-        """(index, role, text) of the incoming messages the checks read."""
-        roles = set(CHECKED_ROLES) | self.flags.roles
-        return [(i, m.get("role", ""), text) for i, m in enumerate(ex.messages) if m.get("role") in roles  # once each
-                and (text := remembered("poisoning.text", m, _without_notes)).strip()]  # (and its next requests)
-
     async def _load_kb_index(self, ex: Exchange) -> None:
         try:
             await self.kb(ex.tenant).refreshed()
@@ -280,9 +278,9 @@ class PoisoningPolicy(BasePolicy):
         kb = self.kb(ex.tenant)
         out: dict[int, Finding] = {}
         fresh: list[tuple[int, str, str, str]] = []
+        keys = verdict_keys(ex.messages, ex.tenant, kb.version, self._roles, _read)  # once a message
         for i, role, text in todo:
-            text_key = remembered("poisoning.hash", ex.messages[i], lambda _: parts_hash(text))  # once a message
-            key = parts_hash(ex.tenant or "", kb.version, role, text_key)
+            key = keys[i]
             known = self._verdicts.get(key, _UNSEEN)
             if known is not _UNSEEN:
                 if known is not None:
@@ -305,7 +303,8 @@ class PoisoningPolicy(BasePolicy):
             return Finding("prompt_injection", flag.excerpt, f"flag rule {flag.rule!r}", 1.0, flagged=True)
         if role not in CHECKED_ROLES:
             return None
-        pieces, claims = await asyncio.to_thread(input_evidence, text, kb, self.config.input_max_claims, self.config.top_k)
+        pieces, claims = await run_cpu(not kb.settled_empty, input_evidence, text, kb, self.config.input_max_claims,
+                                       self.config.top_k)  # an empty KB known to be so: no thread hop
         if pieces.over_cap:
             self.record(ex, "input_capped", role=role, judged=len(pieces.claims), skipped=pieces.over_cap,
                         unrelated=pieces.unrelated)
