@@ -1,6 +1,6 @@
 """Tool discovery on a real MCP catalog with real trajectories, through the real server.
 
-    .venv/bin/python bench/mcp_tools.py [--quick] [--tasks N] [--split dev|held-out|all]
+    .venv/bin/python bench/mcp_tools.py [--quick] [--tasks N] [--split dev|held-out|all] [--misses]
 
 Data (bench/data/mcp_catalog, from LiveMCPBench, Apache-2.0; see its README): 525 tools of 69 real
 MCP servers, named as MCP clients name them (`server__tool`), and 95 tasks, each with Claude
@@ -107,6 +107,14 @@ def tool_names(body: dict[str, Any]) -> list[str]:
     return [(t.get("function") or {}).get("name") for t in body.get("tools") or []]
 
 
+def miss_line(where: str, tool: str, shown: set[str], searches: int, listed: set[str]) -> str:
+    """A call whose tool was not available, and what the step knew: whether the session's list held
+    it before (dropped since), the step's find_tools calls, whether its server was in the list."""
+    before = "listed before" if tool in shown else "never listed"
+    server = "in" if tool.split("__")[0] in {x.split("__")[0] for x in listed} else "not in"
+    return f"{where}: {tool} ({before}; {searches} searches; its server {server} the list)"
+
+
 def searched(body: dict[str, Any]) -> list[str]:
     """Tool names listed by the last find_tools answer in a request (its `- name: …` lines)."""
     for m in reversed(body.get("messages") or []):
@@ -151,6 +159,7 @@ class Tally:
     user_pairs: int = 0
     user_hits: int = 0
     user_named: int = 0
+    misses: list[str] = field(default_factory=list)  # one line per call whose tool was not available (--misses)
 
 
 class Bench:
@@ -200,6 +209,7 @@ class Bench:
         previous: list[str] | None = None
         own = set(self.names)
         pending: list[str] = []
+        shown: set[str] = set()  # every tool the session's lists held so far
         missed = False
         calls_in_task = 0
         turns = [*task["turns"], None]  # None: the last step, the answer
@@ -245,6 +255,9 @@ class Bench:
                 t.forwarded += c["tool"] in first
                 t.available += c["tool"] in last
                 missed |= c["tool"] not in last
+                if c["tool"] not in last:
+                    t.misses.append(miss_line(f"{task['id'][:8]} step {n}", c["tool"], shown, len(queries), last))
+            shown |= {x for body in upstream for x in tool_names(body)}
             # The history as the agent keeps it: its turn (the trajectory's calls) and their real results.
             ids = [f"call_{n}_{i}" for i in range(len(turn["calls"]))]
             messages = [*messages, {"role": "assistant", "content": turn["say"] or None, "tool_calls": [
@@ -313,7 +326,7 @@ class Bench:
             t.user_hits += sum(tool in have for tool in targets)
 
 
-def report(t: Tally, servers: int, tools: int, tasks: int, seconds: float) -> None:
+def report(t: Tally, servers: int, tools: int, tasks: int, seconds: float, misses: bool = False) -> None:
     ms = t.selection_ms or [float("nan")]
     floor = t.floor_ms or [float("nan")]
     per5 = t.changes / t.steps * 5 if t.steps else float("nan")
@@ -348,6 +361,8 @@ def report(t: Tally, servers: int, tools: int, tasks: int, seconds: float) -> No
           f"before the catalog was embedded; the figures above are after it")
     print(f"steps answered by the proxy itself (another policy, e.g. loops): {t.answered_by_proxy}, their "
           f"{t.calls_left_out} calls left out of 'available'; answers not the trajectory's calls: {t.desync}")
+    if misses:
+        print(f"\nmisses ({len(t.misses)}):", *t.misses, sep="\n  ")
     if t.probe_ms:
         print(f"selection ms on the probes (a new session each): p50 {statistics.median(t.probe_ms):.2f}, "
               f"p95 {pct(t.probe_ms, 95):.2f}")
@@ -382,6 +397,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_TASKS} tasks spread over the set")
     parser.add_argument("--tasks", type=int, default=0, help="first N tasks only (0: all)")
+    parser.add_argument("--misses", action="store_true", help="list each call whose tool was not available, and why")
     parser.add_argument("--split", choices=["dev", "held-out", "all"], default="all",
                         help="dev: the tasks settings were chosen on; held-out: every 4th task, kept for the end")
     args = parser.parse_args()
@@ -393,7 +409,7 @@ def main() -> None:
         tasks = tasks[: args.tasks]
     start = time.perf_counter()
     tally = run(tasks, catalog, len(servers))
-    report(tally, len(servers), len(catalog), len(tasks), time.perf_counter() - start)
+    report(tally, len(servers), len(catalog), len(tasks), time.perf_counter() - start, args.misses)
 
 
 if __name__ == "__main__":
