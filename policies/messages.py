@@ -252,6 +252,28 @@ def _chars(message: Message) -> int:
                       for c in message.get("tool_calls") or [])
 
 
+def held_chars(value: Any) -> int:
+    """Characters of every string in a message (keys too): what keeping it alive holds. `len` of a
+    content list counted its parts, not their text: sessions carrying 1 MB parts were sized ~1 KB,
+    and the carried messages outgrew their cache's byte bound."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += 50 * len(item)
+            for key, inner in item.items():
+                total += len(key) if isinstance(key, str) else 0
+                stack.append(inner)
+        elif isinstance(item, (list, tuple)):
+            total += 8 * len(item)
+            stack.extend(item)
+        else:
+            total += 24
+    return total
+
+
 class Carried:
     """A request's messages with their facts and value lists, for the session's next request
     (`request_memo`). The messages the request carried from the one before are taken from it as
@@ -280,7 +302,7 @@ class Carried:
             kept.append(message)
             facts.append(hit[1])
             # About: the texts (held alive by this), ~600 bytes a message and its facts
-            sizes.append(600 + len(message.get("content") or ""))
+            sizes.append(600 + held_chars(message))
         self.messages: list[Message] = kept
         self.facts: list[Facts] = facts
         self._sizes = sizes
