@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
@@ -27,6 +26,7 @@ from .proxy_tools import ProxyToolRounds
 from .keys.middleware import COUNTED, charge_of
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
+from .session_ids import session_of  # noqa: F401 (tests and handlers import it from here)
 from .tenants import TenantError, check_tenant
 from .upstream.client import DROP_RESPONSE, Upstream, completion_json
 from .validation import body_too_large, check_chat_body, parse_json_body
@@ -52,19 +52,6 @@ async def read_body(request: Request, limit_mb: float) -> bytes:
     except ClientDisconnect:  # gone (or cut off by server.body_timeout_s, which already answered 408)
         raise ProxyError(400, "client_disconnected", "The client closed the connection before the request body was complete.")
     return b"".join(chunks)
-
-
-def session_of(body: dict[str, Any], headers: Any) -> str:
-    """x-ctxwarden-session, else the OpenAI `user` field, else a hash of the opening messages."""
-    explicit = headers.get("x-ctxwarden-session")
-    if explicit:
-        return explicit
-    if isinstance(body.get("user"), str) and body["user"]:
-        return f"user:{body['user']}"
-    opening = [m for m in body["messages"][:4] if m.get("role") in ("system", "developer", "user")][:2]
-    texts = json.dumps([content_text(m) for m in opening], ensure_ascii=False)
-    digest = hashlib.sha256(texts.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-    return f"conv:{digest}"
 
 
 def tenant_of(hints: dict[str, str]) -> str | None:

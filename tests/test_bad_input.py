@@ -364,3 +364,15 @@ def test_both_entry_points_build_the_server_with_the_limits(monkeypatch):
     for config in (seen[0], server.server.config):
         assert issubclass(config.http, LimitedHttpToolsProtocol)
         assert config.http.limits.max_header_bytes == 64 * 1024 and config.http.limits.body_timeout_s == 30
+
+
+def test_a_megabyte_session_name_becomes_a_short_stable_id():
+    from ctxwarden.proxy.session_ids import MAX_SESSION_ID
+
+    huge = {"user": "u" * 1_500_000, "messages": [{"role": "user", "content": "hi"}]}
+    other = {"user": "u" * 1_499_999 + "v", "messages": [{"role": "user", "content": "hi"}]}
+    session = session_of(huge, {})
+    assert len(session) <= MAX_SESSION_ID and session == session_of(dict(huge), {})
+    assert session != session_of(other, {})
+    assert len(session_of({"messages": []}, {"x-ctxwarden-session": "s" * 60_000})) <= MAX_SESSION_ID
+    assert session_of({"user": "alice", "messages": []}, {}) == "user:alice"  # short ids as sent
