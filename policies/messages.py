@@ -53,25 +53,29 @@ def group_exchanges(messages: Sequence[Message]) -> list[list[int]]:
     of its own. Trimming and summarizing by units keeps every tool-call pair intact
     (docs/ARCHITECTURE.md, invariant 1).
     """
+    roles = carried_values("role", messages, role_of) or [m.get("role") for m in messages]
     units: list[list[int]] = []
+    n = len(messages)
     i = 0
-    while i < len(messages):
+    while i < n:
+        if roles[i] != "assistant":
+            units.append([i])
+            i += 1
+            continue
         msg = messages[i]
-        unit = [i]
-        if msg.get("role") == "assistant" and msg.get("function_call") and not msg.get("tool_calls"):
-            if i + 1 < len(messages) and messages[i + 1].get("role") == "function":
-                unit.append(i + 1)
-            i += len(unit)
-        elif msg.get("role") == "assistant" and msg.get("tool_calls"):
+        if msg.get("tool_calls"):
             ids = set(tool_call_ids(msg))
             j = i + 1
-            while j < len(messages) and messages[j].get("role") == "tool" and messages[j].get("tool_call_id") in ids:
-                unit.append(j)
+            while j < n and roles[j] == "tool" and messages[j].get("tool_call_id") in ids:
                 j += 1
+            units.append(list(range(i, j)))
             i = j
+        elif msg.get("function_call") and i + 1 < n and roles[i + 1] == "function":
+            units.append([i, i + 1])
+            i += 2
         else:
+            units.append([i])
             i += 1
-        units.append(unit)
     return units
 
 

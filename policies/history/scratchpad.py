@@ -86,12 +86,8 @@ def stub_text(ref: str, tokens: int, digest: str) -> str:
 def refs_in(messages: Sequence[Message]) -> list[str]:
     """Archive refs the forwarded messages mention: stubs (tool results) and the proxy's summaries
     (in user turns; what the user typed there is not read)."""
-    found: list[str] = []
-    for refs in carried_values("refs.of", messages, _refs_of) or map(_refs_of, messages):
-        for ref in refs:
-            if ref not in found:
-                found.append(ref)
-    return found
+    per_message = carried_values("refs.of", messages, _refs_of) or map(_refs_of, messages)
+    return list(dict.fromkeys(ref for refs in per_message for ref in refs))  # each once, in order
 
 
 # fingerprint → the refs one message mentions. An agent's request carries every earlier tool result
