@@ -70,7 +70,7 @@ def latest_step(messages: Sequence[Message]) -> tuple[str, str]:
     return "\n".join(s for s in said if s), "\n".join(r for r in results if r)
 
 
-@cache_short(maxsize=4096, max_chars=MAX_USER_CHARS)
+@cache_short(maxsize=4096, max_chars=MAX_USER_CHARS, sizeof=lambda args, value: 200 + 2 * len(args[0]) + 60 * len(value))
 def part_terms(text: str) -> tuple[str, ...]:
     """A part's distinct terms, first seen first: the request's and the task's texts come back at
     every step of a run, so each is split and stemmed once."""
