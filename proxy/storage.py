@@ -102,7 +102,8 @@ class _Watched:
             return value
         watched = self._store._watch(value, attr)
         if attr in stored_vectors.WRITES:
-            return lambda *args, **kwargs: watched(*args, **stored_vectors.with_vectors_in_metadata(kwargs))
+            placeholder = stored_vectors.only_in_metadata(self._collection.metadata)
+            return lambda *args, **kwargs: watched(*args, **stored_vectors.with_vectors_in_metadata(kwargs, placeholder))
         if attr == "get":
             return lambda *args, **kwargs: stored_vectors.get_with_vectors(watched, *args, **kwargs)
         return watched
@@ -172,7 +173,9 @@ class ChromaStore:
                 return self.client.get_collection(full, embedding_function=None)
             except NotFoundError:
                 return None
-        return self.client.get_or_create_collection(full, embedding_function=None, metadata={"hnsw:space": "cosine"})
+        # An existing collection keeps the metadata it was made with (Chroma ignores this argument then).
+        return self.client.get_or_create_collection(full, embedding_function=None, metadata={
+            "hnsw:space": "cosine", stored_vectors.MODE_KEY: stored_vectors.IN_METADATA})
 
     def _migrate(self, name: str, tenant: str, full: str) -> None:
         """Rename this tenant's old-scheme collection to `full`, once (when `full` does not exist yet)."""

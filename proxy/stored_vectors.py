@@ -15,6 +15,11 @@ embeddings also writes each vector (float32, base64: ~2 KB for 384 dimensions) i
 metadata under VECTOR_KEY, and a read that asks for embeddings takes them from there. Rows written
 before this (no key) are read from Chroma's index as before. Callers never see the key. The bound
 on Chroma's index cache (storage.max_open_indexes) therefore costs no data.
+
+Collections made since (their metadata has MODE_KEY) give Chroma a one-dimensional PLACEHOLDER for
+every row instead of the vector: the index Chroma must keep then holds ~150 bytes a row, not ~1.7 KB
+(384 dimensions), and a cached index of a big collection no longer weighs megabytes. Older
+collections keep full vectors in Chroma (their dimension is fixed), and so still serve old rows.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ import numpy as np
 
 VECTOR_KEY = "ctxw_vector"
 WRITES = ("add", "upsert", "update")
+MODE_KEY, IN_METADATA = "ctxw_vectors", "metadata"  # a collection's metadata: its vectors live only in rows' metadata
+PLACEHOLDER = [1.0]  # what Chroma is given as each row's vector in such a collection
+
+
+def only_in_metadata(collection_metadata: dict[str, Any] | None) -> bool:
+    return (collection_metadata or {}).get(MODE_KEY) == IN_METADATA
 
 
 def encode(vector: Sequence[float] | np.ndarray) -> str:
@@ -36,9 +47,9 @@ def decode(text: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f4")
 
 
-def with_vectors_in_metadata(kwargs: dict[str, Any]) -> dict[str, Any]:
+def with_vectors_in_metadata(kwargs: dict[str, Any], placeholder: bool = False) -> dict[str, Any]:
     """The write's arguments with each row's vector added to its metadata (a row without metadata
-    gets one holding only the vector)."""
+    gets one holding only the vector); with `placeholder`, Chroma is given PLACEHOLDER instead."""
     embeddings = kwargs.get("embeddings")
     if embeddings is None or len(embeddings) == 0:
         return kwargs
@@ -46,7 +57,10 @@ def with_vectors_in_metadata(kwargs: dict[str, Any]) -> dict[str, Any]:
     rows = list(metadatas) if metadatas is not None else [None] * len(embeddings)
     if len(rows) != len(embeddings):  # let Chroma report the mismatch in its own words
         return kwargs
-    return {**kwargs, "metadatas": [{**(m or {}), VECTOR_KEY: encode(v)} for m, v in zip(rows, embeddings)]}
+    written = {**kwargs, "metadatas": [{**(m or {}), VECTOR_KEY: encode(v)} for m, v in zip(rows, embeddings)]}
+    if placeholder:
+        written["embeddings"] = [PLACEHOLDER] * len(rows)
+    return written
 
 
 def _strip(result: dict[str, Any]) -> dict[str, Any]:

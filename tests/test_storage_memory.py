@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctxwarden.proxy.config import StorageConfig
-from ctxwarden.proxy.storage import ChromaStore
+from ctxwarden.proxy.storage import ChromaStore, collection_name
 
 
 def test_the_embedded_store_holds_at_most_max_open_indexes_and_reads_evicted_ones_back(tmp_path):
@@ -18,8 +18,9 @@ def test_the_embedded_store_holds_at_most_max_open_indexes_and_reads_evicted_one
         store.collection("notes", tenant=f"tenant-{i}").add(ids=[f"n{j}" for j in range(20)], embeddings=vectors[i].tolist(),
                                                            documents=[f"t{i} d{j}" for j in range(20)])
     for i in range(8):  # every one answers from disk or memory alike
-        got = store.collection("notes", tenant=f"tenant-{i}").query(query_embeddings=[vectors[i][7].tolist()], n_results=1)
-        assert got["documents"][0] == [f"t{i} d7"]
+        got = store.collection("notes", tenant=f"tenant-{i}").get(ids=["n7"], include=["embeddings", "documents"])
+        assert got["documents"] == [f"t{i} d7"]
+        np.testing.assert_allclose(got["embeddings"][0], vectors[i][7], rtol=1e-6)
 
 
 def _interleaved_writes(store: ChromaStore, tenants: int, steps: int, dim: int = 16) -> dict[tuple[int, str], np.ndarray]:
@@ -56,6 +57,9 @@ def test_vectors_stay_readable_in_every_collection_whatever_the_index_cache_evic
 
 def test_an_embeddings_only_read_and_rows_written_before_vectors_were_kept_read_as_before(tmp_path):
     store = ChromaStore(StorageConfig(path=str(tmp_path / "s")))
+    # A collection made before vectors lived only in metadata: Chroma holds them too (its dimension is fixed)
+    store.client.get_or_create_collection(collection_name("notes", "acme"), embedding_function=None,
+                                          metadata={"hnsw:space": "cosine"})
     col = store.collection("notes", tenant="acme")
     col.upsert(ids=["new"], embeddings=[[0.25, 0.5]], documents=["kept"])
     got = col.get(ids=["new"], include=["embeddings"])
@@ -67,3 +71,22 @@ def test_an_embeddings_only_read_and_rows_written_before_vectors_were_kept_read_
     assert col.get(include=[], ids=["new"])["ids"] == ["new"]
     empty = store.collection("notes", tenant="nobody").get(include=["embeddings"])
     assert empty["ids"] == [] and len(empty["embeddings"]) == 0
+
+
+def test_a_new_collection_gives_chroma_a_placeholder_and_keeps_each_vector_in_the_row(tmp_path):
+    # Chroma keeps a collection's vector index in memory: 384 floats a row made a big collection's
+    # index weigh megabytes, and the proxy never searches Chroma by vector.
+    store = ChromaStore(StorageConfig(path=str(tmp_path / "s")))
+    col = store.collection("notes", tenant="acme")
+    vectors = np.random.default_rng(1).random((5, 384)).astype(np.float32)
+    col.upsert(ids=[f"r{i}" for i in range(5)], embeddings=vectors.tolist(), documents=[f"d{i}" for i in range(5)],
+               metadatas=[{"i": i} for i in range(5)])
+    col.update(ids=["r2"], metadatas=[{"i": 22}])  # a metadata-only update keeps the row's vector
+    raw = col._collection.get(include=["embeddings"])
+    assert np.asarray(raw["embeddings"]).shape == (5, 1)
+    got = col.get(include=["embeddings", "metadatas"])
+    order = [got["ids"].index(f"r{i}") for i in range(5)]
+    np.testing.assert_allclose(np.asarray(got["embeddings"])[order], vectors, rtol=1e-6)
+    assert [got["metadatas"][k] for k in order] == [{"i": 0}, {"i": 1}, {"i": 22}, {"i": 3}, {"i": 4}]
+    reopened = ChromaStore(StorageConfig(path=str(tmp_path / "s"))).collection("notes", tenant="acme")
+    assert np.asarray(reopened.get(ids=["r4"], include=["embeddings"])["embeddings"]).shape == (1, 384)
