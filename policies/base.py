@@ -167,7 +167,6 @@ class RequestNotes:
     upstream_headers: dict[str, str] = field(default_factory=dict)  # set by the proxy: what it forwards with
     verdict_by: str | None = None  # the policy whose verdict ended the exchange (set by the pipeline)
     proxy_tool_rounds: int | None = None  # how many proxy-tool rounds this request may take (None: the proxy's)
-    token_memo: dict[int, tuple[Any, int]] = field(default_factory=dict)  # id(message) → (message, tokens)
     budget: BudgetNote | None = None
     history: dict[str, int] | None = None  # tokens_before, tokens_after, blocks: when history compacted
     answer_checked: bool = False  # poisoning judged the answer; `answer_kind` is its type when poisoned
