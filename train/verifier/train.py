@@ -31,7 +31,6 @@ best.json (the kept one).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -45,6 +44,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from halueval import sha256
+
 LABELS = ["supported", "contradicted", "not_covered"]
 BUILD = HERE / "build"
 CACHE = BUILD / "cache"
@@ -57,14 +58,6 @@ BASE_DIR = CACHE / "minilm-l6-fp16"
 
 
 # ---- no torch needed ---------------------------------------------------------------------------
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def prepare_base(out: Path = BASE_DIR) -> Path:
