@@ -45,18 +45,18 @@ def tool_call_ids(message: Message) -> list[str]:
     return [c.get("id", "") for c in message.get("tool_calls") or []]
 
 
-def group_exchanges(messages: Sequence[Message]) -> list[list[int]]:
+def group_exchanges(messages: Sequence[Message], start: int = 0) -> list[list[int]]:
     """Split message indices into units that must be kept or dropped whole.
 
     An assistant message with tool_calls and the tool messages answering it form one unit (so do
     a legacy `function_call` and the `function` message after it); every other message is a unit
     of its own. Trimming and summarizing by units keeps every tool-call pair intact
-    (docs/ARCHITECTURE.md, invariant 1).
+    (docs/ARCHITECTURE.md, invariant 1). From `start` (where a unit starts): the units from there.
     """
     roles = carried_values("role", messages, role_of) or [m.get("role") for m in messages]
     units: list[list[int]] = []
     n = len(messages)
-    i = 0
+    i = start
     while i < n:
         if roles[i] != "assistant":
             units.append([i])

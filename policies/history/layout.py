@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from ..cache import LRU
 from ..messages import Message, fingerprint, group_exchanges, message_token_list, message_values, remembered, role_of
+from .columns import Columns, unit_columns
 from .events import Units
 
 _PLAIN_KEYS = ("role", "content", "tool_call_id", "name")
@@ -58,6 +59,7 @@ class Body:
     tokens: list[int]
     units: list[list[int]]
     times: list[float | None]
+    columns: Columns | None = None  # the planner's per-unit view, when made with the units (of_request)
 
     @classmethod
     def build(cls, messages: list[Message], count: Callable[[Message, str], int], times: Sequence[float | None]) -> "Body":
@@ -73,14 +75,17 @@ class Body:
 
     @classmethod
     def of_request(cls, messages: list[Message], n_sys: int, counter: Any, model: str,
-                   times: Sequence[float | None]) -> "Body":
+                   times: Sequence[float | None], previous: Columns | None = None) -> "Body":
         """The body of a request (its messages after the first `n_sys`), its keys and token counts
         made once per message (`message_values`: a slice of the session's last request's lists for
-        the messages it sent again)."""
+        the messages it sent again), its units and their columns from `previous` (the session's
+        last body's) for the units it sent again (columns.py)."""
         body = messages[n_sys:]
-        return cls(messages=body, hashes=message_values("message_key", messages, _known_key)[n_sys:],
-                   tokens=message_token_list(counter, messages, model)[n_sys:], units=group_exchanges(body),
-                   times=list(times))
+        hashes = message_values("message_key", messages, _known_key)[n_sys:]
+        tokens = message_token_list(counter, messages, model)[n_sys:]
+        roles = message_values("role", messages, role_of)[n_sys:]
+        view = unit_columns(body, roles, hashes, tokens, list(times), previous)
+        return cls(messages=body, hashes=hashes, tokens=tokens, units=view.units, times=view.times, columns=view)
 
     def span(self, a: int, b: int) -> tuple[int, int]:
         """Unit range [a, b) → message range [start, end)."""
@@ -103,6 +108,8 @@ class Body:
 
     def plan_units(self) -> Units:
         """The per-unit view the planner replays."""
+        if self.columns is not None:
+            return self.columns.view()
         roles = message_values("role", self.messages, role_of)  # the request's own: a slice of its list
         tokens, units = self.tokens, self.units
         untimed = self.times.count(None) == len(self.times)

@@ -31,6 +31,7 @@ from ..deadline import Deadline, OverBudget
 from ..messages import Message, heavy, message_token_list, message_values, system_prefix_length, tools_tokens
 from ..text.tokens import REPLY_PRIMING
 from .blocks import BlockCache, SummaryBlock, span_key
+from .columns import Columns
 from .compose import Sizing, UnitCosts, mentions_after, result_lines, split_span
 from .events import Marks, Plan, PlannedSegment, Replay, resumed_plan
 from .layout import Body
@@ -104,6 +105,9 @@ class HistoryPolicy(BasePolicy):
         # Per session, where the planner's replay of the last request stood (events.Replay): ~60 bytes a unit
         self._replays: LRU[tuple[str | None, str], Replay] = LRU(
             WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, replay: 500 + len(key[1]) + 60 * replay.k)
+        # Per session, the planner's per-unit view of the last body (columns.py): ~200 bytes a message
+        self._columns: LRU[tuple[str | None, str], Columns] = LRU(
+            WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, view: len(key[1]) + view.bytes())
         self._warned: LRU[tuple[str | None, str], bool] = LRU(  # sessions told of their distraction; a session id
             WARNED_SESSIONS, max_bytes=4 * 2**20, sizeof=lambda key, _: 250 + len(key[1]))  # may be 64 KB long
 
@@ -117,14 +121,17 @@ class HistoryPolicy(BasePolicy):
         if not body_messages:
             return None
         times = message_times(ex.messages, ex.original_messages, ex.headers)[n_sys:]
-        body = await run_cpu(heavy(ex), Body.of_request, ex.messages, n_sys, self.services.tokens, ex.model, times)
+        body = await run_cpu(heavy(ex), Body.of_request, ex.messages, n_sys, self.services.tokens, ex.model, times,
+                             self._columns.get(ex.session_key))
+        if body.columns is not None:
+            self._columns.put(ex.session_key, body.columns)
         distraction = detect(body, cfg)
         if distraction:
             self._report(ex, distraction)
         if len(body_messages) < 2:  # only the current message, which always stays verbatim: nothing to plan
             return None
         fixed = self._fixed_tokens(ex, ex.messages[:n_sys])
-        layout = await run_cpu(heavy(ex), self._plan, ex, body, fixed, any(t is not None for t in times))
+        layout = await run_cpu(heavy(ex), self._plan, ex, body, fixed, times.count(None) < len(times))
         if layout.frontier == 0:
             return None
         made: list[str] = []
