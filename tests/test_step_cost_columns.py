@@ -63,7 +63,8 @@ def test_a_carried_view_is_the_view_a_pass_from_the_start_makes():
             previous, end = got, end + rng.randint(1, 3)
         edited = json.loads(json.dumps(conversation))  # a client that rewrites its history: nothing is reused
         edited[1] = {"role": "user", "content": "rewritten"}
-        assert columns_module.reusable_units(previous, *(lambda v: (v.hashes, v.tokens, v.times))(_columns_of(edited))) == 0
+        fresh = _columns_of(edited)
+        assert columns_module.reusable_units(previous, fresh.hashes, fresh.tokens, fresh.times) == 0
         assert _view(_columns_of(edited, previous)) == _view(_columns_of(edited))
     assert reused > 300
 

@@ -66,7 +66,10 @@ def _side(item: Item) -> str | None:
 def place(items: Sequence[Item]) -> list[Message]:
     """The forwarded body (after the system prompt) for `items`: messages, summaries and gaps in
     conversation order. Messages that no summary touches are the same objects."""
-    return _merge(_fill_gaps(items))
+    # Past the last summary or gap and the message after it (a user message there takes the summary
+    # in), nothing is merged or filled: the verbatim tail, which grows between events, is not walked.
+    last = next((i for i in range(len(items) - 1, -1, -1) if isinstance(items[i], (Note, Gap))), -1)
+    return [*_merge(_fill_gaps(items[:last + 2])), *items[last + 2:]]  # type: ignore[list-item]
 
 
 def _fill_gaps(items: Sequence[Item]) -> list[Message | Note]:

@@ -31,6 +31,7 @@ import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Sequence
 
 from ..base import Exchange, Services, user_and_task
@@ -87,7 +88,7 @@ def refs_in(messages: Sequence[Message]) -> list[str]:
     """Archive refs the forwarded messages mention: stubs (tool results) and the proxy's summaries
     (in user turns; what the user typed there is not read)."""
     per_message = carried_values("refs.of", messages, _refs_of) or map(_refs_of, messages)
-    return list(dict.fromkeys(ref for refs in per_message for ref in refs))  # each once, in order
+    return list(dict.fromkeys(chain.from_iterable(per_message)))  # each once, in order (C speed: no Python per message)
 
 
 # fingerprint → the refs one message mentions. An agent's request carries every earlier tool result
