@@ -34,7 +34,7 @@ from .config import PoisoningConfig
 from .findings import MARK, VERDICT_BYTES, Finding, header_safe, short, verdict_size
 from .flags import FlagRules
 from .gate import releasable
-from .inputs import inputs_to_check, verdict_keys
+from .inputs import UNSEEN, inputs_to_check, known_verdicts, remember, verdict_keys, verdict_of
 from .kb import KnowledgeBase, readiness
 from .kb_gate import share
 from .quarantine import APPROVED, REJECTED, QuarantineStore
@@ -49,7 +49,6 @@ _read = lambda m: remembered("poisoning.text", m, _without_notes)  # noqa: E731 
 CHECKED_ROLES = ("assistant", "tool")
 MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
 SHORT_EMBED_CHARS = 4000  # answer + question under this are embedded on the event loop (≲ 0.3 ms)
-_UNSEEN = object()
 
 
 class PoisoningPolicy(BasePolicy):
@@ -67,6 +66,7 @@ class PoisoningPolicy(BasePolicy):
         self._kbs: LRU[str | None, KnowledgeBase] = LRU(MAX_TENANT_KBS)  # each holds its evidence index
         self._quarantine: QuarantineStore | None = None
         self._verdicts: LRU[str, Finding | None] = LRU(max(1, config.cache_size), max_bytes=VERDICT_BYTES, sizeof=verdict_size)
+        self._forgotten = 0  # forget_verdicts calls: in the scope of the verdict lists carried between requests
         self._lock = threading.Lock()
         share(self)  # Services.shared["kb_contradiction"]: the memory policy's write gate asks it
 
@@ -95,6 +95,7 @@ class PoisoningPolicy(BasePolicy):
     def forget_verdicts(self) -> None:
         """After a review: cached input verdicts may now be wrong (an approved item is allowed)."""
         self._verdicts.clear()
+        self._forgotten += 1
 
     # ------------------------------------------------------------------ answers
 
@@ -279,17 +280,19 @@ class PoisoningPolicy(BasePolicy):
         out: dict[int, Finding] = {}
         fresh: list[tuple[int, str, str, str]] = []
         keys = verdict_keys(ex.messages, ex.tenant, kb.version, self._roles, _read)  # once a message
+        cache = self._verdicts if self.config.cache_size else None
+        known = known_verdicts(ex.messages, (ex.tenant, kb.version, self._roles, self._forgotten)) if cache is not None else None
         for i, role, text in todo:
             key = keys[i]
-            known = self._verdicts.get(key, _UNSEEN)
-            if known is not _UNSEEN:
-                if known is not None:
-                    out[i] = known
+            found = verdict_of(known, i, key, self._verdicts)
+            if found is not UNSEEN:
+                if found is not None:
+                    out[i] = found
                 continue
             fresh.append((i, role, text, key))
         for i, role, text, key in fresh:
             finding = await self._check_input(ex, kb, role, text)
-            self._remember(key, finding)
+            remember(known, i, key, finding, cache)
             self._observe(finding.kind if finding else None, "input")
             if finding is not None:
                 out[i] = finding
@@ -365,10 +368,6 @@ class PoisoningPolicy(BasePolicy):
             return
         for kind, size in sizes.items():
             self.services.metrics.gauge("ctxwarden.poisoning.quarantine_size", size, type=kind)
-
-    def _remember(self, key: str, finding: Finding | None) -> None:
-        if self.config.cache_size:
-            self._verdicts.put(key, finding)
 
     def _failed(self, ex: Exchange, exc: Exception, source: str, store: bool = False) -> Verdict | None:
         """Fail safe and say so: the check could not run (store or embedder down). Never silent:
