@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from re import _parser as sre_parse  # the parsed form of a pattern, to read the words a match starts with
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -62,17 +64,57 @@ class FlagRules:
         self.roles = frozenset(config.roles)
         self.phrases = [p.lower() for p in config.phrases if p.strip()]
         self.patterns = [re.compile(p, re.IGNORECASE) for p in config.patterns]
+        self.openings = [opening_words(p.pattern, p.flags) for p in self.patterns]
 
     def check(self, role: str, text: str) -> Flag | None:
         if role not in self.roles or not text:
             return None
-        low = " ".join(text.lower().split())
+        lowered = text.lower()
+        low = " ".join(lowered.split())
         for phrase in self.phrases:
             at = low.find(phrase)
             if at >= 0:
                 return Flag(phrase, low[at : at + len(phrase)])
-        for pattern in self.patterns:
+        plain = text.isascii()
+        for pattern, words in zip(self.patterns, self.openings):
+            # A case-insensitive search costs ~0.3 ms per 8 KB (a tool result at every step); in ASCII
+            # text it cannot match without one of the words it opens with (opening_words).
+            if plain and words and not any(w in lowered for w in words):
+                continue
             match = pattern.search(text)
             if match:
                 return Flag(pattern.pattern, match.group(0)[:120])
         return None
+
+
+def opening_words(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
+    """Lowercase ASCII words one of which every match of `pattern` starts with (after zero-width
+    assertions such as \\b), or None when the pattern does not open with literal text. In ASCII text,
+    matching a literal case-insensitively is matching it in the lowercased text (Unicode case
+    folding adds only non-ASCII equivalents), so a text whose lowercase holds none of them has no match."""
+    try:
+        return _opening(list(sre_parse.parse(pattern, flags)))
+    except (re.error, RecursionError):
+        return None
+
+
+def _opening(nodes: list[Any]) -> tuple[str, ...] | None:
+    while nodes and nodes[0][0] == sre_parse.AT:
+        nodes = nodes[1:]
+    if nodes and nodes[0][0] == sre_parse.SUBPATTERN:  # a group: (group, flags on, flags off, contents)
+        return _opening(list(nodes[0][1][3]))
+    if nodes and nodes[0][0] == sre_parse.BRANCH:
+        words = [_literal_run(list(branch)) for branch in nodes[0][1][1]]
+        return tuple(words) if all(words) else None  # type: ignore[arg-type]
+    word = _literal_run(nodes)
+    return (word,) if word else None
+
+
+def _literal_run(nodes: list[Any]) -> str | None:
+    """The ASCII letters and digits the nodes open with, lowercased (None if none)."""
+    chars = []
+    for op, arg in nodes:
+        if op != sre_parse.LITERAL or not (chr(arg).isascii() and chr(arg).isalnum()):
+            break
+        chars.append(chr(arg).lower())
+    return "".join(chars) or None
