@@ -138,12 +138,15 @@ class HistoryPolicy(BasePolicy):
         budget_s = cfg.budget_ms / 1000 if cfg.budget_ms and not cfg.summarizer_model else None
         deadline = Deadline(None if budget_s is None else budget_s - (time.perf_counter() - started), ex.notes.cancelled)
         try:
-            frozen = [await self._materialize(ex, body, seg, made, deadline) for seg in layout.segments]
+            with self.scratchpad.gathered():  # what new blocks archive goes in one write, awaited below
+                frozen = [await self._materialize(ex, body, seg, made, deadline) for seg in layout.segments]
         except OverBudget as exc:  # invariant 7: forwarded as it came; what was made is cached for the next turn
             self.record(ex, "skipped_budget", reason=str(exc), budget_ms=cfg.budget_ms, messages=len(body_messages),
                         new_blocks=len(made))
             self.services.metrics.add("ctxwarden.history.skipped_budget", 1)
             return None
+        if made:  # an event: its archived texts are written before the refs to them are forwarded, and
+            await self.scratchpad.flush()  # Chroma's commit (holding the GIL) is not left to the next steps
         tail = body.messages[body.span(layout.frontier, layout.frontier)[0]:]
         ex.messages = [*ex.messages[:n_sys], *place([*(m for part in frozen for m in part), *tail])]
         self._finish(ex, body, layout, fixed, made, started)
