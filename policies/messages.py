@@ -220,6 +220,8 @@ def _common_tail(messages: Sequence[Message], incoming: list[Message]) -> int:
     """How many of the last messages of both lists are equal (compared from the end as whole slices,
     at C speed: one binary search, the shared messages being the same objects)."""
     low, high = 0, min(len(messages), len(incoming))
+    if list(messages[len(messages) - high:]) == incoming[len(incoming) - high:]:  # a slice of them (the body
+        return high  # after the system prompt, read by the planner and the archive): one comparison
     while low < high:  # equal tails of t messages imply equal tails of fewer
         t = (low + high + 1) // 2
         if list(messages[len(messages) - t:]) == incoming[len(incoming) - t:]:

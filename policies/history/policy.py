@@ -37,7 +37,7 @@ from .events import Marks, Plan, PlannedSegment, Replay, resumed_plan
 from .layout import Body
 from .placement import Gap, Item, Note, place
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
-from .scratchpad import NO_OWNER, owner_of, refs_in, shared_scratchpad, span_ref
+from .scratchpad import NO_OWNER, REF_RE, owner_of, refs_in, shared_scratchpad, span_ref
 from .summarizer import Summarizer, SummaryResult, render_transcript
 from .timestamps import message_times
 
@@ -149,7 +149,9 @@ class HistoryPolicy(BasePolicy):
             await self.scratchpad.flush()  # Chroma's commit (holding the GIL) is not left to the next steps
         tail = body.messages[body.span(layout.frontier, layout.frontier)[0]:]
         ex.messages = [*ex.messages[:n_sys], *place([*(m for part in frozen for m in part), *tail])]
-        self._finish(ex, body, layout, fixed, made, started)
+        # A summary naming an archived ref (its header names the span's) needs no scan of the whole request
+        noted = any(REF_RE.search(i.text) for part in frozen for i in part if isinstance(i, Note))
+        self._finish(ex, body, layout, fixed, made, started, noted)
         return None
 
     async def aclose(self) -> None:
@@ -329,7 +331,8 @@ class HistoryPolicy(BasePolicy):
         turn) counted now."""
         return sum(message_token_list(self.services.tokens, ex.messages, ex.model)[system_prefix_length(ex.messages):])
 
-    def _finish(self, ex: Exchange, body: Body, layout: Plan, fixed: int, made: list[str], started: float) -> None:
+    def _finish(self, ex: Exchange, body: Body, layout: Plan, fixed: int, made: list[str], started: float,
+                noted: bool) -> None:
         before = fixed + sum(body.tokens)
         after = fixed + self._forwarded_history_tokens(ex, body)
         last = layout.events[-1]
@@ -353,7 +356,7 @@ class HistoryPolicy(BasePolicy):
                         messages_summarized=covered, tokens_before=before, tokens_after=after,
                         non_text_parts=_non_text_parts(body, blocks))  # images etc.: "[image]" in the summary
         ex.notes.history = {"tokens_before": before, "tokens_after": after, "blocks": len(blocks), "events": len(layout.events)}
-        if refs_in(ex.messages):
+        if noted or refs_in(ex.messages):  # the summaries' refs are refs_in's too: its scan is needed without them
             ensure_recall_tool(ex, self.scratchpad, recall_recorder(self.services))
         metrics = self.services.metrics
         metrics.add("ctxwarden.compression.triggered", 1, policy=self.name, mode=last.reason)
