@@ -57,7 +57,8 @@ def test_a_tool_found_through_the_search_tool_is_callable_in_the_next_step(fake,
              {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "High tide 14:12, low tide 20:30."}]
     fake.reply(content="High tide is at 14:12; I will book the taxi for 13:30.")
     create(client, turn)
-    assert names(fake.chat_requests[-1]["tools"]) == names(inner["tools"])
+    # (the step may append its own ranked tools: the list only grows, the found tool at its place)
+    assert names(fake.chat_requests[-1]["tools"])[: len(inner["tools"])] == names(inner["tools"])
 
 
 def test_a_streamed_search_is_answered_in_the_proxy_too(fake, start_proxy):

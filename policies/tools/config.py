@@ -42,6 +42,12 @@ class ToolsConfig(PolicyConfig):
     # the list again from what the step needs. 17 and max_k 8: measured on the dev tasks of bench/mcp_tools.py
     # (20 and 12 before: as available, 1.8 more tools a step; 18 before twins, which bring a tool or two more).
     max_forwarded: int | None = Field(17, ge=1)
+    # A list that starts again holds at most this many tools (the called ones may pass it): the step's ranked tools
+    # and the listed tools of servers the session called, best first (restart.py). null → max_forwarded
+    restart_size: int | None = Field(12, ge=1)
+    # A step appends its ranked tools when one of the first grow_top of them (a tool's twins right after it) is missing.
+    # restart_size 12 and grow_top 2 (null and 1 before): measured on the dev tasks of bench/mcp_tools.py
+    grow_top: int = Field(2, ge=1)
     top_k: int | None = Field(None, ge=1)  # a fixed number of relevant tools; null → adaptive (min_k..max_k)
     min_k: int = Field(5, ge=1)
     max_k: int = Field(8, ge=1)
@@ -75,6 +81,9 @@ class ToolsConfig(PolicyConfig):
 
     def list_cap(self) -> int:
         return min(self.max_forwarded or self.max_tools, self.max_tools)
+
+    def restart_cap(self) -> int:
+        return min(self.restart_size or self.list_cap(), self.list_cap())
 
     def k_range(self) -> tuple[int, int]:
         """(min_k, max_k): a fixed top_k is the range top_k..top_k."""

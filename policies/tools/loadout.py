@@ -5,7 +5,8 @@ prompt, then the messages). A subset that changes from step to step would make e
 cache miss, however stable the history. So once a tool is forwarded in a session it stays, at its
 position; tools a later step needs are appended. The list is rebuilt (evicted) only at a
 compaction event (the history policy compacted this request, so the cached prefix is gone anyway)
-or when appending would pass `max_forwarded`. Every change is reported with its reason.
+or when appending would pass `max_forwarded` (what it starts again with: restart.py). Every change is
+reported with its reason.
 
 Bounded: one entry per session in an LRU with a TTL, keyed by `Exchange.session_key`; carried
 between replicas by a shared state backend (the list stays append-only whichever replica serves).

@@ -36,6 +36,7 @@ from .loadout import CALLED, CLIENT, COMPACTION, FULL, GROW, REQUEST, ListChange
 from .query import QueryPart, QueryWeights, agent_query, describe, weighted_terms
 from .ranking import ToolSetIndex, Weights
 from .report import report_selection
+from .restart import restart_list
 from .finder import SearchTool
 from .selection import (Selection, ToolChoice, adaptive_relevant, by_name, called_tool_names, client_order,
                         parse_tool_choice, request_key)
@@ -78,7 +79,7 @@ class Step:
 class Ranked:
     chosen: list[int]  # this step's relevant tools, best first (must-keep ones take no slot)
     scores: np.ndarray
-    best: str | None  # the best tool overall, must-keep ones included
+    top: list[str]  # the first `grow_top` of `chosen` (a tool's twins right after it)
     parts: list[QueryPart]
 
 
@@ -207,18 +208,19 @@ class ToolsPolicy(SearchTool, BasePolicy):
         if reset is not None:
             names, _, _ = extend([], fresh, available)
         else:
-            # Grow only when this step's best tool is missing (measured on dev: growing for any missing
-            # top-k tool costs more changes than it saves find_tools calls); each change costs the cache.
-            best = ranked.best if ranked else None
+            # Grow only when one of this step's first `grow_top` tools is missing (measured on dev: growing for any
+            # missing top-k tool costs more changes than it saves find_tools calls); each change costs the cache.
             # A must-keep tool (called, or named by tool_choice) changes the list anyway: this step's
             # ranked batch joins in the same change instead of costing one of its own later.
             changing = any(n not in previous for n in must_names)
-            grow = best is not None and best not in previous and best not in must_names
+            grow = any(n not in previous and n not in must_names for n in (ranked.top if ranked else ()))
             picks = chosen if changing or grow else []
             names, _, _ = extend(previous, must_names + client_order(index, picks), available)
-            if len(names) > self.config.list_cap():
+            if len(names) > self.config.list_cap():  # start again (restart.py)
                 reset = FULL
-                names, _, _ = extend([], fresh, available)
+                kept = restart_list(index, ranked.scores if ranked else None, must_names, chosen, previous,
+                                    self.config.restart_cap())
+                names, _, _ = extend([], must_names + client_order(index, kept[len(must_names):]), available)
         if loadout is None or names == previous:
             return names, None
         added = tuple(n for n in names if n not in set(previous))
@@ -244,9 +246,8 @@ class ToolsPolicy(SearchTool, BasePolicy):
         chosen = focus(chosen, index.groups, must + listed, self.config.server_focus)
         if self.config.twins:  # the agent may know the other server's twin (twins.py)
             chosen = with_twins(chosen, self.twins(index))
-        top = int(np.argmax(scores)) if len(scores) else None
-        best = index.names[top] if top is not None else None
-        return Ranked(chosen, scores, best, parts), degraded
+        top = [str(index.names[i]) for i in chosen[: self.config.grow_top] if index.names[i] is not None]
+        return Ranked(chosen, scores, top, parts), degraded
 
     def _structure(self, index: ToolSetIndex, scores: np.ndarray, anchors: list[int], tenant: str | None,
                    called: list[int] = ()) -> np.ndarray:
