@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Sequence
 
@@ -258,21 +259,20 @@ def _chars(message: Message) -> int:
                       for c in message.get("tool_calls") or [])
 
 
-def held_chars(value: Any) -> int:
-    """Characters of every string in a message (keys too): what keeping it alive holds. `len` of a
-    content list counted its parts, not their text: sessions carrying 1 MB parts were sized ~1 KB,
-    and the carried messages outgrew their cache's byte bound."""
+def held_bytes(value: Any) -> int:
+    """Bytes of every string a message (or its facts) holds, as CPython stores it (a text with one
+    emoji takes 4 bytes a character), keys too: what keeping it alive holds. Counted in characters,
+    carried messages weighed ~2x their estimate (fuzzed non-ASCII text, the facts' text copies)."""
     total, stack = 0, [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            total += len(item)
+            total += sys.getsizeof(item)
         elif isinstance(item, dict):
             total += 50 * len(item)
             for key, inner in item.items():
-                total += len(key) if isinstance(key, str) else 0
-                stack.append(inner)
-        elif isinstance(item, (list, tuple)):
+                stack.extend((key, inner))
+        elif isinstance(item, (list, tuple, frozenset)):
             total += 8 * len(item)
             stack.extend(item)
         else:
@@ -307,8 +307,8 @@ class Carried:
                 break
             kept.append(message)
             facts.append(hit[1])
-            # About: the texts (held alive by this), ~600 bytes a message and its facts
-            sizes.append(600 + held_chars(message))
+            # About: the texts (held alive by this) and what its facts hold (a copy of its text), ~600 bytes
+            sizes.append(600 + held_bytes(message) + held_bytes(hit[1]))
         self.messages: list[Message] = kept
         self.facts: list[Facts] = facts
         self._sizes = sizes

@@ -23,3 +23,20 @@ def test_tool_call_arguments_count():
 def test_text_counts_and_small_messages_stay_small():
     assert _carried([{"role": "user", "content": BIG}]).bytes >= len(BIG)
     assert _carried([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]).bytes < 5_000
+
+
+def test_wide_text_counts_as_stored():
+    """CPython keeps a text with one emoji at 4 bytes a character: counted in characters, such
+    sessions held ~2x their share of the bound."""
+    wide = "\U0001F600" + "x" * 250_000  # outside the BMP: 4 bytes a character
+    assert _carried([{"role": "user", "content": wide}]).bytes >= 4 * len(wide)
+
+
+def test_what_the_facts_hold_counts():
+    """A policy's analysis of a message (here a copy of its text) is carried with it."""
+    text = "y" * 300_000
+    message = {"role": "tool", "tool_call_id": "c1", "content": text}
+    with request_memo([message], None) as memo:
+        from ctxwarden.policies.messages import remembered
+        remembered("copy", message, lambda m: "".join(reversed(m["content"])))
+    assert Carried([message], memo).bytes >= 2 * len(text)
