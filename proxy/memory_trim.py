@@ -4,7 +4,10 @@ A request body of a megabyte is parsed into many objects and long strings; once 
 most of those pages in its heap, split by what is still live, so RSS stays near its high-water mark.
 Measured with bench/fuzz.py's bodies through an in-process server (1,000 bodies): 486 MB RSS, of
 which 102 MB free in the heap, and `malloc_trim(0)` returned 57 MB. A trim runs in a worker thread,
-at most once every `MIN_INTERVAL_S`, after a request whose body was at least `BIG_BODY_BYTES`.
+at most once every `MIN_INTERVAL_S`, after a request whose body was at least `BIG_BODY_BYTES` or once
+the bodies since the last trim add up to `TRIM_AFTER_BYTES` (many 20-900 KB bodies fragment the heap
+as one big one does), `DELAY_S` after that request's end: trimmed at once, the request's own copies
+(its body, the rewritten messages, work it left running) were still live and their pages were kept.
 Elsewhere than glibc (musl, macOS) there is no `malloc_trim` and this does nothing.
 """
 
@@ -20,7 +23,9 @@ from typing import Any, Callable
 log = logging.getLogger("ctxwarden.memory")
 
 BIG_BODY_BYTES = 1_000_000
+TRIM_AFTER_BYTES = 8_000_000
 MIN_INTERVAL_S = 10.0
+DELAY_S = 0.5
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -35,25 +40,35 @@ class HeapTrim:
     """A pipeline listener: after a big request, trim the heap (off the event loop, rate-limited)."""
 
     def __init__(self, big_body_bytes: int = BIG_BODY_BYTES, min_interval_s: float = MIN_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, trim_after_bytes: int = TRIM_AFTER_BYTES,
+                 delay_s: float = DELAY_S) -> None:
         self.trim = _malloc_trim()
         self.big_body_bytes = big_body_bytes
+        self.trim_after_bytes = trim_after_bytes
         self.min_interval_s = min_interval_s
+        self.delay_s = delay_s
         self.clock = clock
         self.last = -min_interval_s
+        self.received = 0  # body bytes since the last trim
         self.trims = 0
 
     def after(self, ex: Any, outcome: str) -> None:
-        if self.trim is None or getattr(ex, "body_bytes", 0) < self.big_body_bytes:
+        if self.trim is None:
+            return
+        size = getattr(ex, "body_bytes", 0)
+        self.received += size
+        if size < self.big_body_bytes and self.received < self.trim_after_bytes:
             return
         now = self.clock()
         if now - self.last < self.min_interval_s:
             return
-        self.last = now
+        self.last, self.received = now, 0
         try:
-            asyncio.get_running_loop().run_in_executor(None, self._run)
+            loop = asyncio.get_running_loop()
         except RuntimeError:  # no running loop (called outside a request): trim here
             self._run()
+            return
+        loop.call_later(self.delay_s, lambda: loop.run_in_executor(None, self._run))
 
     def _run(self) -> None:
         try:

@@ -148,6 +148,29 @@ def test_the_heap_is_trimmed_after_a_big_request_at_most_once_per_interval():
     assert trimmed == [0, 0]
 
 
+def test_many_mid_sized_bodies_add_up_to_a_trim():
+    """20-900 KB bodies fragment the heap as a big one does: their sizes add up to a trim."""
+    from ctxwarden.proxy.memory_trim import HeapTrim
+
+    now = [100.0]
+    heap = HeapTrim(big_body_bytes=1000, trim_after_bytes=2500, min_interval_s=10, clock=lambda: now[0])
+    trimmed: list[int] = []
+    heap.trim = trimmed.append
+
+    class Ex:
+        body_bytes = 900
+
+    heap.after(Ex(), "ok")
+    heap.after(Ex(), "ok")
+    assert trimmed == []  # 1,800 bytes so far
+    heap.after(Ex(), "ok")
+    assert trimmed == [0]  # 2,700: trimmed, and the count starts again
+    now[0] += 11
+    heap.after(Ex(), "ok")
+    heap.after(Ex(), "ok")
+    assert trimmed == [0]
+
+
 def test_the_server_trims_its_heap_after_a_big_body(fake):
     from ctxwarden.proxy.app import create_app
     from ctxwarden.proxy.config import load_settings
