@@ -37,3 +37,35 @@ def test_an_event_writes_its_archive_before_it_is_forwarded_and_the_steps_betwee
 
     asyncio.run(loop())
     assert len(events) >= 2 and writes and set(writes) <= set(events), (events, writes)
+
+
+def test_an_event_waits_for_a_slow_store_only_so_long(services, monkeypatch):  # noqa: F811
+    import time
+
+    from ctxwarden.policies.history import policy as history_policy
+
+    policy = HistoryPolicy(HistoryConfig(**CONFIG), services)
+    original = Scratchpad._persist_batch
+    writing: list[bool] = []
+
+    def slow(self, batch):
+        writing.append(True)
+        time.sleep(1.0)
+        original(self, batch)
+        writing.pop()
+
+    monkeypatch.setattr(Scratchpad, "_persist_batch", slow)
+    monkeypatch.setattr(history_policy, "WRITE_WAIT_S", 0.05)
+    went_on: list[bool] = []
+
+    async def loop() -> None:
+        for sent in agent_loop(40):
+            ex = Exchange("t", "gpt-4o", sent, None, {"model": "gpt-4o", "messages": sent}, tenant="acme", session_id="s1")
+            await policy.on_request(ex)
+            if "history.compaction" in ex.action_labels():
+                went_on.append(bool(writing))  # the event went on while its write was still going
+        await policy.scratchpad.flush()  # the writes went on behind the requests
+
+    asyncio.run(loop())
+    assert any(went_on), went_on  # (an event that only rolls blocks up archives nothing)
+    assert not policy.scratchpad._pending and not writing

@@ -42,6 +42,7 @@ from .summarizer import Summarizer, SummaryResult, render_transcript
 from .timestamps import message_times
 
 log = logging.getLogger("ctxwarden.history")
+WRITE_WAIT_S = 2.0  # an event waits this long, at most, for its archive's write (HistoryPolicy._written)
 WARNED_SESSIONS = 10_000  # sessions whose distraction was logged (least recently used forgotten first)
 
 
@@ -146,13 +147,21 @@ class HistoryPolicy(BasePolicy):
             self.services.metrics.add("ctxwarden.history.skipped_budget", 1)
             return None
         if made:  # an event: its archived texts are written before the refs to them are forwarded, and
-            await self.scratchpad.flush()  # Chroma's commit (holding the GIL) is not left to the next steps
+            await self._written()  # Chroma's commit (holding the GIL) is not left to the next steps
         tail = body.messages[body.span(layout.frontier, layout.frontier)[0]:]
         ex.messages = [*ex.messages[:n_sys], *place([*(m for part in frozen for m in part), *tail])]
         # A summary naming an archived ref (its header names the span's) needs no scan of the whole request
         noted = any(REF_RE.search(i.text) for part in frozen for i in part if isinstance(i, Note))
         self._finish(ex, body, layout, fixed, made, started, noted)
         return None
+
+    async def _written(self) -> None:
+        """Wait for the archive's writes, at most WRITE_WAIT_S: a store that is slow to commit delays
+        the event that long, then the write goes on behind the request (as every write did before)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self.scratchpad.flush()), WRITE_WAIT_S)
+        except asyncio.TimeoutError:
+            self.services.metrics.add("ctxwarden.scratchpad.slow_writes", 1)
 
     async def aclose(self) -> None:
         """Persist archived texts still waiting for Chroma."""
