@@ -184,6 +184,9 @@ class RequestNotes:
     wire: Any = None  # the request in its API's own shape, as the proxy parsed it (the proxy's; policies never read it)
     api: str = "chat"  # the API the client spoke: chat | responses | messages (reports and the dashboard)
     usage: dict[str, int] = field(default_factory=dict)  # tokens the upstream reported for this request (the proxy's)
+    # (the forwarded message list, its messages' keys): made by the pipeline within the request's memo, so a
+    # session's step keys only its new messages; the proxy's prefix watch compares them with the last step's
+    forwarded_keys: tuple[list, list[str]] | None = None
 
 
 # About 1 ms of tokenizing when nothing is cached yet. Below it, a worker-thread hop (≈0.1 ms with

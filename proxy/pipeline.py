@@ -12,6 +12,7 @@ from opentelemetry.trace import INVALID_SPAN, Status, StatusCode
 from ctxwarden.policies.base import Answer, BasePolicy, Block, Exchange, Outcome, Reject, Respond, Services, Verdict
 from ctxwarden.policies.budget import BudgetPolicy
 from ctxwarden.policies.cache import LRU
+from ctxwarden.policies.history.layout import message_keys
 from ctxwarden.policies.messages import Carried, append_note, request_memo
 
 from .config import Settings
@@ -62,12 +63,17 @@ class Pipeline:
         with request_memo(incoming, self._carried.get(ex.session_key)) as memo:
             try:
                 if not self.sessions.active:
-                    return await self._run_request(ex)
-                await self.sessions.load(ex)
-                try:
-                    return await self._run_request(ex)
-                finally:
-                    await self.sessions.save(ex)
+                    verdict = await self._run_request(ex)
+                else:
+                    await self.sessions.load(ex)
+                    try:
+                        verdict = await self._run_request(ex)
+                    finally:
+                        await self.sessions.save(ex)
+                if verdict is None and all(isinstance(m, dict) for m in ex.messages):  # forwarded: its keys, made
+                    # here (in the memo) so the messages carried from the last step cost a slice, not a hash each
+                    ex.notes.forwarded_keys = (ex.messages, message_keys(ex.messages))
+                return verdict
             finally:
                 self._carried.put(ex.session_key, Carried(incoming, memo))
 

@@ -30,6 +30,12 @@ def message_key(message: Message) -> str:
     return remembered("message_key", message, _known_key)
 
 
+def message_keys(messages: list[Message]) -> list[str]:
+    """[message_key(m) for m in messages], which the caller must not change; within a request's memo,
+    the keys of messages carried from the session's last request come as one slice of its list."""
+    return message_values("message_key", messages, _known_key)
+
+
 def _known_key(message: Message) -> str:
     seen = fingerprint(message)
     if seen is None:
