@@ -102,6 +102,8 @@ class StorageConfig(Strict):
     # Embedded Chroma: vector indexes held in memory at once (~2.7 MB each, least recently used out).
     # Chroma's own default is the open-files limit / 5. Only writes use an index: reads take vectors
     # from the rows' metadata (proxy/stored_vectors.py), so eviction costs a write a reload, never data.
+    # Chroma also keeps ~1.4 MB for each collection touched (up to ~165 MB), which this does not bound
+    # (bench/chroma_memory.py); many tenants: storage.chroma_url.
     max_open_indexes: int = Field(16, ge=1)
 
 
