@@ -71,14 +71,15 @@ def test_archive_search_caches_are_bounded_by_bytes():
 def test_prefix_watch_is_bounded_by_bytes():
     from types import SimpleNamespace
 
+    from ctxwarden.policies.base import RequestNotes
     from ctxwarden.proxy.prefix_watch import PrefixWatch
 
     watch = PrefixWatch(max_sessions=10_000, max_bytes=1_000_000)
     messages = [{"role": "user", "content": f"message {k}"} for k in range(1000)]  # ~110 KB of hashes
     for i in range(20):
-        assert watch.observe(SimpleNamespace(session_key=("t", f"s{i}")), {"messages": messages}) == "new"
+        assert watch.observe(SimpleNamespace(session_key=("t", f"s{i}"), notes=RequestNotes()), {"messages": messages}) == "new"
     assert watch._last.bytes <= 1_000_000 and len(watch._last) < 20
-    assert watch.observe(SimpleNamespace(session_key=("t", "s19")), {"messages": messages}) == "extends"
+    assert watch.observe(SimpleNamespace(session_key=("t", "s19"), notes=RequestNotes()), {"messages": messages}) == "extends"
 
 
 def test_long_arguments_are_computed_each_time_and_never_kept():
