@@ -18,7 +18,6 @@ plateau; with `storage.chroma_url` this memory is the Chroma server's, not the p
 from __future__ import annotations
 
 import argparse
-import ctypes
 import subprocess
 import sys
 import tempfile
@@ -28,24 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ctxwarden.proxy.config import StorageConfig  # noqa: E402
 from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-
-
-def heap_mb() -> float:
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = _MallInfo2
-    return libc.mallinfo2().uordblks / 2**20
-
-
-def rss_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+from memory_probe import heap_in_use_mb as heap_mb, rss_mb  # noqa: E402
 
 
 def count_rows(path: str, collections: int) -> int:

@@ -39,13 +39,25 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def mallinfo() -> str:
+def _mallinfo2() -> _MallInfo2 | None:
     try:
         fn = _libc().mallinfo2
     except (OSError, AttributeError):
-        return "mallinfo2: n/a"
+        return None
     fn.restype = _MallInfo2
-    m = fn()
+    return fn()
+
+
+def heap_in_use_mb() -> float:
+    """glibc's heap bytes in use (mallinfo2 uordblks), in MB; NaN where there is no mallinfo2."""
+    m = _mallinfo2()
+    return m.uordblks / 2**20 if m is not None else float("nan")
+
+
+def mallinfo() -> str:
+    m = _mallinfo2()
+    if m is None:
+        return "mallinfo2: n/a"
     return (f"malloc: arena {m.arena / 2**20:.1f} MB, mmapped {m.hblkhd / 2**20:.1f} MB, in use "
             f"{m.uordblks / 2**20:.1f} MB, free in heap {m.fordblks / 2**20:.1f} MB")
 

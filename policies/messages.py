@@ -261,7 +261,7 @@ def _chars(message: Message) -> int:
 
 def held_bytes(value: Any) -> int:
     """Bytes of every string a message (or its facts) holds, as CPython stores it (a text with one
-    emoji takes 4 bytes a character), keys too: what keeping it alive holds. Counted in characters,
+    character outside the BMP takes 4 bytes a character), keys too: what keeping it alive holds. Counted in characters,
     carried messages weighed ~2x their estimate (fuzzed non-ASCII text, the facts' text copies)."""
     total, stack = 0, [value]
     while stack:

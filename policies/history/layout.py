@@ -87,7 +87,7 @@ class Body:
         the messages it sent again), its units and their columns from `previous` (the session's
         last body's) for the units it sent again (columns.py)."""
         body = messages[n_sys:]
-        hashes = message_values("message_key", messages, _known_key)[n_sys:]
+        hashes = message_keys(messages)[n_sys:]
         tokens = message_token_list(counter, messages, model)[n_sys:]
         roles = message_values("role", messages, role_of)[n_sys:]
         view = unit_columns(body, roles, hashes, tokens, list(times), previous)
