@@ -4,6 +4,7 @@
     python bench/memory_outside.py --quick    # the first 120 sessions and the questions due by then
     python bench/memory_outside.py --errors   # also each question: what was injected, from which turn
     python bench/memory_outside.py --part dev # the figures of the dev questions only (tuning); --part heldout once
+    python bench/memory_outside.py --context-weight 0   # memories ranked by their sentence alone (before: with their turn)
 
 The data (bench/data/memory_outside/, README.md there) is CRI Benchmark's `persona-1-base`
 (cri-benchmark 0.1.2, MIT): one user, Marcus, talking to an assistant over 289 days in 665
@@ -143,10 +144,10 @@ def sessions_in_order(messages: list[dict[str, Any]]) -> list[list[dict[str, Any
 
 
 def proxy_config(all_policies: bool, embedder: str | None = None, min_score: float | None = None,
-                 min_distinct: float | None = None) -> dict[str, Any]:
+                 min_distinct: float | None = None, context_weight: float | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {} if all_policies else {
         "policies": {name: {"enabled": name == "memory"} for name in policy_names()}}
-    for key, value in (("min_score", min_score), ("min_distinct", min_distinct)):
+    for key, value in (("min_score", min_score), ("min_distinct", min_distinct), ("context_weight", context_weight)):
         if value is not None:
             config.setdefault("policies", {}).setdefault("memory", {})[key] = value
     if embedder:  # the memory policy alone on another embedder (embeddings.per_policy)
@@ -195,7 +196,7 @@ def block_lines(forwarded: str) -> list[str]:
 
 def run(sessions_limit: int | None = None, all_policies: bool = False, errors: bool = False,
         out: Any = print, embedder: str | None = None, min_score: float | None = None,
-        min_distinct: float | None = None, part: str = "all") -> dict[str, Any]:
+        min_distinct: float | None = None, part: str = "all", context_weight: float | None = None) -> dict[str, Any]:
     messages, truth = load()
     sessions = sessions_in_order(messages)
     if sessions_limit is not None:
@@ -207,7 +208,7 @@ def run(sessions_limit: int | None = None, all_policies: bool = False, errors: b
 
     os.environ["CTXWARDEN_ADMIN_KEY"] = ADMIN_KEY
     fake, upstream_url = start_fake()
-    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder, min_score, min_distinct))
+    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder, min_score, min_distinct, context_weight))
     started = time.monotonic()
     try:
         r = Run(proxy_url, upstream_url)
@@ -373,11 +374,13 @@ def main() -> None:
     parser.add_argument("--min-score", type=float, default=None, help="policies.memory.min_score (default: the policy's)")
     parser.add_argument("--min-distinct", type=float, default=None,
                         help="policies.memory.min_distinct (default: the policy's; -10 turns the gate off)")
+    parser.add_argument("--context-weight", type=float, default=None,
+                        help="policies.memory.context_weight (default: the policy's; 0: a memory's sentence alone)")
     parser.add_argument("--part", choices=("all", "dev", "heldout"), default="all",
                         help="which turn-labelled questions to score (module docstring); all: all, then each part")
     args = parser.parse_args()
     run(QUICK_SESSIONS if args.quick else args.sessions, args.all_policies, args.errors, embedder=args.embedder,
-        min_score=args.min_score, min_distinct=args.min_distinct, part=args.part)
+        min_score=args.min_score, min_distinct=args.min_distinct, part=args.part, context_weight=args.context_weight)
 
 
 if __name__ == "__main__":

@@ -79,8 +79,10 @@ class MemoryAdmin:
         query = params.get("q")
         if query and rows:
             calibration = await self.policy.calibration()
-            vectors = np.asarray(self.policy.services.embedder.embed([query, *(m.text for m in rows)]), dtype=np.float32)
-            scores = calibration.relevance(vectors[1:] @ vectors[0])
+            # the vectors SELECT ranks (a memory's is read with its turn: writer.in_context), not its text alone
+            vector = np.asarray(self.policy.services.embedder.embed([query])[0], dtype=np.float32)
+            sims, _ = index.similarities(vector)
+            scores = calibration.relevance(sims[[index.positions[m.id] for m in rows]])
             data = [{**d, "score": round(float(s), 4)} for d, s in zip(data, scores)]
             data.sort(key=lambda d: -d["score"])
         return 200, {"object": "list", "data": data}

@@ -29,6 +29,10 @@ class MemoryConfig(PolicyConfig):
     # user given a block 92 % -> 15 %) and the dev part of bench/memory_outside.py (its own chit-chat
     # turns given a block 99 % -> 38 %); README. -10 turns it off.
     min_distinct: float = Field(0.5, ge=-10, le=10)
+    # A memory's vector is its sentence read with the user turn it came from (writer.in_context):
+    # unit(sentence + context_weight * turn), for turns of at most CONTEXT_CHARS (policy.py); 0: the
+    # sentence alone. 2 chosen on the dev part of bench/memory_outside.py (README, memory).
+    context_weight: float = Field(2.0, ge=0, le=20)
     max_tokens: int = Field(300, ge=10)  # tokens the injected block may take
     extract: Literal["local", "llm"] = "local"  # local: typed statements; llm: judge_model, strict JSON
     # The model `extract: llm` asks (required then). Unset in the user's config: poisoning.judge.model,

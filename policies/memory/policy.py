@@ -49,6 +49,8 @@ from .writer import Provenance, WriteReport, settle, write
 
 log = logging.getLogger("ctxwarden.memory")
 TOOL_RESULT_CHARS = 4000  # of a tool result read for memories (extraction costs ~4 µs a character)
+# a memory's vector is read with its turn (config.context_weight) when the turn is at most this long
+CONTEXT_CHARS = 2000
 KB_CHECK = "kb_contradiction"  # Services.shared: the poisoning policy's KB check (poisoning/kb_gate.py)
 
 
@@ -172,8 +174,9 @@ class MemoryPolicy(BasePolicy):
         if not found:
             return None
         origin = Provenance(ex.session_id, key.split("#", 1)[0], source)
+        context = text if len(text) <= CONTEXT_CHARS else ""  # a pasted document is no turn to read a sentence in
         report = await asyncio.to_thread(write, self.store, owner, found, self.config.strategy, origin,
-                                         Matcher(self.services.embedder))
+                                         Matcher(self.services.embedder), None, context, self.config.context_weight)
         self._report_write(ex, report, asks=source != "tool")
         return report
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from ..text.statements.match import Matcher
 from .extract import Candidate
 from .hints import Owner
@@ -35,9 +37,13 @@ class Provenance:
 
 
 def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: str, origin: Provenance,
-          matcher: Matcher | None = None, kind: str | None = None) -> WriteReport:
+          matcher: Matcher | None = None, kind: str | None = None, context: str = "",
+          context_weight: float = 0.0) -> WriteReport:
+    """Store `found`; each new memory's vector is its sentence read with `context`, the turn it came
+    from, weighted `context_weight` (in_context; "" or 0: the sentence alone)."""
     report = WriteReport()
     index = store.index(owner.tenant, owner.user)
+    turn: list[np.ndarray] = []  # the context's vector, embedded once, when a memory is new
     for candidate in found:
         now = time.time()
         mid = memory_id(owner.tenant, owner.user, owner.task, owner.scope, candidate.text)
@@ -48,6 +54,9 @@ def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: st
             report.merged.append(merged)
             continue
         vector = store.embed([candidate.text])[0]
+        if context_weight > 0 and context.strip() and " ".join(context.split()) != candidate.text:
+            turn = turn or [store.embed([context])[0]]
+            vector = in_context(vector, turn[0], context_weight)
         seen = compare(candidate.statements, index.nearest_live(vector, owner.task, COMPARED), matcher)
         if seen.duplicate_of is not None and not seen.contradicted:
             merged = replace(seen.duplicate_of, updated_at=now)
@@ -70,6 +79,16 @@ def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: st
             store.update(replace(older, superseded_by=memory.id, reason=f"{strategy}: contradicted by a newer memory"))
             report.superseded.append((older, memory))
     return report
+
+
+def in_context(sentence: np.ndarray, turn: np.ndarray, weight: float) -> np.ndarray:
+    """A memory's vector read with the turn it came from: unit(sentence + weight * turn). A sentence
+    of a narrative turn says little alone ("No meat, no dairy, no eggs, no animal products.", "It's
+    not the location — it's the motivation."); the turn names what it is about ("I've decided to go
+    fully vegan", "remote work"). config.context_weight; README, memory."""
+    mixed = np.asarray(sentence, dtype=np.float32) + weight * np.asarray(turn, dtype=np.float32)
+    norm = float(np.linalg.norm(mixed))
+    return mixed / norm if norm > 0 else np.asarray(sentence, dtype=np.float32)
 
 
 def settle(store: MemoryStore, owner: Owner, loser: str, winner: str) -> Memory | None:

@@ -1,0 +1,114 @@
+"""A memory's vector is its sentence read with the user turn it came from (writer.in_context,
+config.context_weight): a narrative sentence that names nothing ("It's not the location — it's
+the motivation.") is found for a request about what its turn was about; a one-sentence turn and a
+long pasted text keep the sentence's own vector; the admin ranking (?q=) uses the vectors SELECT uses."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from ctxwarden.policies.base import Exchange, Services
+from ctxwarden.policies.memory.config import MemoryConfig
+from ctxwarden.policies.memory.policy import CONTEXT_CHARS, MemoryPolicy
+from ctxwarden.policies.memory.writer import in_context
+from ctxwarden.policies.text.tokens import TiktokenCounter
+from ctxwarden.proxy.config import EmbedderChoice, StorageConfig
+from ctxwarden.proxy.embeddings import build_embedder
+from ctxwarden.proxy.storage import ChromaStore
+
+
+
+class Recorder:
+    def add(self, name, value, **attrs):
+        pass
+
+    record = gauge = add
+
+REMOTE = ("You're right. I think I was wrong about remote work and working from home. "
+          "It's not the location — it's the motivation.")
+SENTENCE = "It's not the location — it's the motivation."
+QUERY = "Should my team keep working remotely from home?"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return build_embedder(EmbedderChoice())
+
+
+@pytest.fixture
+def make(tmp_path, embedder):
+    store = ChromaStore(StorageConfig(path=str(tmp_path / "store")))
+
+    def build(**cfg) -> MemoryPolicy:
+        services = Services(tokens=TiktokenCounter(), metrics=Recorder(), embedder=embedder, store=store)
+        return MemoryPolicy(MemoryConfig(**{"refresh_s": 0, **cfg}), services)
+    return build
+
+
+def say(policy, text, session="s1", user="ann"):
+    messages = [{"role": "user", "content": text}]
+    ex = Exchange("r", "gpt-4o", messages, None, {"model": "gpt-4o", "messages": messages}, tenant="acme",
+                  session_id=session, headers={"x-ctxwarden-user": user})
+    assert asyncio.run(policy.on_request(ex)) is None
+    return ex
+
+
+def stored_vector(policy, text, user="ann"):
+    index = policy.store.index("acme", user)
+    (memory,) = [m for m in index.live() if m.text == text]
+    return index._vectors[index.positions[memory.id]]
+
+
+def unit(text, embedder):
+    return np.asarray(embedder.embed([text])[0], dtype=np.float32)
+
+
+def test_in_context_is_a_unit_vector_between_the_sentence_and_its_turn():
+    sentence, turn = np.array([1.0, 0.0], dtype=np.float32), np.array([0.0, 1.0], dtype=np.float32)
+    mixed = in_context(sentence, turn, 2.0)
+    assert np.isclose(np.linalg.norm(mixed), 1.0)
+    assert np.allclose(mixed, np.array([1.0, 2.0]) / np.sqrt(5))
+    assert np.allclose(in_context(sentence, sentence, 2.0), sentence)  # the turn is the sentence: unchanged
+
+
+def test_a_sentence_is_found_for_what_its_turn_was_about(make, embedder):
+    alone = make(context_weight=0)
+    say(alone, REMOTE, user="alone")
+    read = make()  # the default reads it with its turn
+    say(read, REMOTE, user="read")
+    query = unit(QUERY, embedder)
+    plain, mixed = stored_vector(alone, SENTENCE, "alone"), stored_vector(read, SENTENCE, "read")
+    assert np.allclose(plain, unit(SENTENCE, embedder), atol=1e-5)  # context_weight 0: the sentence alone
+    assert float(mixed @ query) > float(plain @ query) + 0.1
+    assert float(mixed @ unit(REMOTE, embedder)) > float(plain @ unit(REMOTE, embedder))
+
+
+def test_a_one_sentence_turn_and_a_pasted_document_keep_the_sentences_own_vector(make, embedder):
+    policy = make()
+    say(policy, "I prefer quality hotels over cheap ones.")
+    assert np.allclose(stored_vector(policy, "I prefer quality hotels over cheap ones."),
+                       unit("I prefer quality hotels over cheap ones.", embedder), atol=1e-5)
+    filler = " ".join(["The committee reviewed the quarterly figures for the northern region."] * 40)
+    assert len(filler) > CONTEXT_CHARS
+    say(policy, f"{filler} I am allergic to peanuts.", session="s2")
+    assert np.allclose(stored_vector(policy, "I am allergic to peanuts."), unit("I am allergic to peanuts.", embedder),
+                       atol=1e-5)
+
+
+def test_the_admin_ranking_scores_the_vectors_select_uses(make, embedder):
+    policy = make()
+    say(policy, REMOTE)
+    say(policy, "I prefer quality hotels over cheap ones.", session="s2")
+    routes = {(path, method): handler for path, method, handler in policy.admin_routes()}
+    status, body = asyncio.run(routes[("/admin/memories", "GET")]({"user": "ann", "q": QUERY, "tenant": "acme"}, None))
+    assert status == 200
+    calibration = asyncio.run(policy.calibration())
+    query = unit(QUERY, embedder)
+    for row in body["data"]:
+        expected = float(calibration.relevance(np.array([stored_vector(policy, row["text"]) @ query]))[0])
+        assert row["score"] == pytest.approx(expected, abs=1e-3)
+    order = [row["text"] for row in body["data"]]
+    assert order.index(SENTENCE) < order.index("I prefer quality hotels over cheap ones.")  # read with its turn
