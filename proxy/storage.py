@@ -2,7 +2,14 @@
 first use with cosine distance and no embedding function: callers always pass embeddings
 (Chroma's default function downloads a model, which fails offline).
 
-Tenants get their own collections, named injectively (tenants.tenant_slug): a readable slug plus a
+`collection(name, tenant)` is a tenant's rows of ONE collection per name that all tenants share
+(pooled.py: ids prefixed and rows tagged with the tenant, every read filtered by it), because
+embedded Chroma keeps ~1.4 MB for every collection a process touches. `own_collection` is a
+collection of the tenant's own, for the knowledge base, which keeps state in collection metadata
+and rebuilds whole collections; find_collection, collection_metadata, update_collection_metadata
+and drop_collection are about those.
+
+Own collections are named injectively (tenants.tenant_slug): a readable slug plus a
 hash of the exact tenant name. Stores written before that (the name alone, made safe by replacing
 characters, so "acme." and "acme" shared one collection) are migrated on open: the first time a
 tenant's new collection is asked for and does not exist, an old-scheme collection whose name the
@@ -37,7 +44,7 @@ from urllib.parse import urlparse
 
 from ctxwarden.policies.cache import LRU
 
-from . import stored_vectors
+from . import pooled, stored_vectors
 from .config import StorageConfig
 from .tenants import tenant_slug
 
@@ -114,7 +121,10 @@ class ChromaStore:
         self.config = config
         self._client: Any = None
         self._collections: LRU[str, Any] = LRU(MAX_OPEN_COLLECTIONS)
+        self._views: LRU[tuple[str, str | None], pooled.TenantRows] = LRU(MAX_OPEN_COLLECTIONS)
         self._lock = threading.Lock()
+        self._pool_lock = threading.Lock()  # apart from _lock, which `client` takes
+        self._unpooled: set[str] | None = None  # names of collections from before pooling, not moved yet
         self.errors = 0  # failed collection calls since start
         self.last_error: str | None = None
         self._last_error_at = 0.0
@@ -142,7 +152,41 @@ class ChromaStore:
                             self._client = chromadb.PersistentClient(path=self.config.path, settings=chroma_settings)
         return self._client
 
-    def collection(self, name: str, tenant: str | None = None) -> Any:
+    def collection(self, name: str, tenant: str | None = None) -> pooled.TenantRows:
+        """`tenant`'s rows of the collection `name` that all tenants share (module docstring)."""
+        view = self._views.get((name, tenant))
+        if view is None:
+            with self._pool_lock:
+                view = self._views.get((name, tenant))
+                if view is None:
+                    view = pooled.TenantRows(self.own_collection(f"{name}__pool"), tenant)
+                    self._move_into_pool(name, tenant, view)
+                    self._views.put((name, tenant), view)
+        return view
+
+    def _move_into_pool(self, name: str, tenant: str | None, view: pooled.TenantRows) -> None:
+        """Rows this tenant kept in a collection of its own before pooling go into the pool, once."""
+        if self._unpooled is None:
+            self._unpooled = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+        if not self._unpooled:
+            return
+        from chromadb.errors import NotFoundError
+
+        for old in {collection_name(name, tenant), legacy_collection_name(name, tenant) if tenant else None}:
+            if old is None or old not in self._unpooled:
+                continue
+            try:
+                raw = self.client.get_collection(old, embedding_function=None)
+            except NotFoundError:  # another process moved it first
+                self._unpooled.discard(old)
+                continue
+            if pooled.migrate(_Watched(raw, self), view, old):
+                with contextlib.suppress(NotFoundError):
+                    self.client.delete_collection(old)
+                self._unpooled.discard(old)
+
+    def own_collection(self, name: str, tenant: str | None = None) -> Any:
+        """A collection of the tenant's own (the knowledge base's: module docstring)."""
         full = collection_name(name, tenant)
         col = self._collections.get(full)
         if col is None:
@@ -219,7 +263,7 @@ class ChromaStore:
         """Merge `values` into the collection's metadata (one transaction; works on a collection whose
         vector index is damaged). Index settings (hnsw:*) are fixed at creation and left out."""
         current = {k: v for k, v in self.collection_metadata(name, tenant).items() if not k.startswith("hnsw:")}
-        self.collection(name, tenant).modify(metadata={**current, **values})
+        self.own_collection(name, tenant).modify(metadata={**current, **values})
 
     def drop_collection(self, name: str, tenant: str | None = None) -> bool:
         """Delete a collection and its rows; False if there was none."""

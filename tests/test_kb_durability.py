@@ -233,7 +233,7 @@ def test_a_damaged_data_collection_is_rebuilt_and_the_write_goes_through(tmp_pat
     kb = open_kb(path)
     kb.add([Document(f"d{i}", f"Fact number {i} holds. It is true.", {}) for i in range(5)])
     first = kb.storage.data_name()
-    real_collection = kb.store.collection
+    real_collection = kb.store.own_collection
 
     class Damaged:
         def __init__(self, col):
@@ -250,7 +250,7 @@ def test_a_damaged_data_collection_is_rebuilt_and_the_write_goes_through(tmp_pat
         col = real_collection(name, tenant)
         return Damaged(col) if name == first else col
 
-    monkeypatch.setattr(kb.store, "collection", collection)
+    monkeypatch.setattr(kb.store, "own_collection", collection)
     kb.add([Document("d0", "Fact number 0 changed. It is new.", {})])
     assert kb.storage.data_name() == "kb.r1"
     fresh = open_kb(path)  # another reader: the pointer, the copy and the new write

@@ -60,7 +60,7 @@ def test_an_embeddings_only_read_and_rows_written_before_vectors_were_kept_read_
     # A collection made before vectors lived only in metadata: Chroma holds them too (its dimension is fixed)
     store.client.get_or_create_collection(collection_name("notes", "acme"), embedding_function=None,
                                           metadata={"hnsw:space": "cosine"})
-    col = store.collection("notes", tenant="acme")
+    col = store.own_collection("notes", tenant="acme")  # a collection of its own, as the knowledge base's
     col.upsert(ids=["new"], embeddings=[[0.25, 0.5]], documents=["kept"])
     got = col.get(ids=["new"], include=["embeddings"])
     assert got["metadatas"] is None and got["embeddings"].tolist() == [[0.25, 0.5]]
@@ -69,7 +69,7 @@ def test_an_embeddings_only_read_and_rows_written_before_vectors_were_kept_read_
     assert dict(zip(got["ids"], got["embeddings"].tolist())) == {"new": [0.25, 0.5], "old": [1.0, 2.0]}
     assert dict(zip(got["ids"], got["metadatas"])) == {"new": None, "old": {"a": 1}}
     assert col.get(include=[], ids=["new"])["ids"] == ["new"]
-    empty = store.collection("notes", tenant="nobody").get(include=["embeddings"])
+    empty = store.own_collection("notes", tenant="nobody").get(include=["embeddings"])
     assert empty["ids"] == [] and len(empty["embeddings"]) == 0
 
 
@@ -82,7 +82,7 @@ def test_a_new_collection_gives_chroma_a_placeholder_and_keeps_each_vector_in_th
     col.upsert(ids=[f"r{i}" for i in range(5)], embeddings=vectors.tolist(), documents=[f"d{i}" for i in range(5)],
                metadatas=[{"i": i} for i in range(5)])
     col.update(ids=["r2"], metadatas=[{"i": 22}])  # a metadata-only update keeps the row's vector
-    raw = col._collection.get(include=["embeddings"])
+    raw = col._collection._collection.get(include=["embeddings"])  # Chroma's own, under the pool's tenant view
     assert np.asarray(raw["embeddings"]).shape == (5, 1)
     got = col.get(include=["embeddings", "metadatas"])
     order = [got["ids"].index(f"r{i}") for i in range(5)]

@@ -128,12 +128,53 @@ def test_old_scheme_collections_are_migrated_to_their_exact_tenant_only(tmp_path
             metadatas=[{"doc_id": "tower", "part": 0, "parts": 1}])
 
     store = ChromaStore(StorageConfig(path=path))
-    assert store.collection("kb", "acme.").count() == 0  # an altered old name: not acme.'s to take
-    assert store.collection("kb", "acme").get(ids=["tower#0"])["documents"] == ["The Eiffel Tower is in Paris."]
+    assert store.own_collection("kb", "acme.").count() == 0  # an altered old name: not acme.'s to take
+    assert store.own_collection("kb", "acme").get(ids=["tower#0"])["documents"] == ["The Eiffel Tower is in Paris."]
     names = {c.name for c in raw.list_collections()}
     assert "ctxw_kb__t_acme" not in names and collection_name("kb", "acme") in names  # renamed, once
     again = ChromaStore(StorageConfig(path=path))
-    assert again.collection("kb", "acme").count() == 1
+    assert again.own_collection("kb", "acme").count() == 1
+
+
+def test_collections_from_before_pooling_move_into_the_pool_for_their_exact_tenant_only(tmp_path):
+    """A tenant's own archive collection, under either old naming scheme, is copied into the pooled
+    one (vectors and metadata as they were) the first time that tenant is served, then deleted."""
+    path = str(tmp_path / "store")
+    raw = chromadb.PersistentClient(path=path, settings=ChromaSettings(anonymized_telemetry=False))
+    for name, row in ((collection_name("scratchpad", "acme"), "r1"), ("ctxw_scratchpad__t_acme", "r0"),
+                      (collection_name("scratchpad", "beta"), "b1"), ("ctxw_scratchpad", "shared")):
+        raw.get_or_create_collection(name, embedding_function=None, metadata={"hnsw:space": "cosine"}).add(
+            ids=[row], embeddings=[[1.0, 0.5]], documents=[f"text {row}"], metadatas=[{"created": 1.0}])
+
+    store = ChromaStore(StorageConfig(path=path))
+    assert store.collection("scratchpad", "acme.").count() == 0  # an altered old name is nobody's to take
+    got = store.collection("scratchpad", "acme").get(include=["documents", "metadatas", "embeddings"])
+    assert sorted(got["ids"]) == ["r0", "r1"]
+    assert all(m == {"created": 1.0} for m in got["metadatas"]) and got["embeddings"].tolist() == [[1.0, 0.5]] * 2
+    names = {c.name for c in raw.list_collections()}
+    assert collection_name("scratchpad", "acme") not in names and "ctxw_scratchpad__t_acme" not in names
+    assert collection_name("scratchpad", "beta") in names  # beta was not served yet: untouched
+    assert store.collection("scratchpad", None).get(ids=["shared"])["documents"] == ["text shared"]
+    assert ChromaStore(StorageConfig(path=path)).collection("scratchpad", "beta").get(ids=["b1"])["ids"] == ["b1"]
+    assert store.collection("scratchpad", "beta").get(ids=["r0", "r1"])["ids"] == []  # acme's rows stay acme's
+
+
+def test_pooled_rows_never_cross_tenants_whatever_ids_or_filters_are_asked(tmp_path):
+    store = ChromaStore(StorageConfig(path=str(tmp_path / "s")))
+    a, b = store.collection("notes", "acme"), store.collection("notes", "acme.")
+    a.upsert(ids=["x", "y"], embeddings=[[1.0], [0.5]], documents=["a-x", "a-y"], metadatas=[{"k": 1}, None])
+    b.upsert(ids=["x"], embeddings=[[0.25]], documents=["b-x"], metadatas=[{"k": 1}])
+    assert a.get(ids=["x"])["documents"] == ["a-x"] and b.get(ids=["x"])["documents"] == ["b-x"]
+    assert b.get(where={"k": 1})["ids"] == ["x"] and b.get(ids=["y"])["ids"] == []
+    assert b.get(where={"ctxw_tenant": a.key})["ids"] == []  # naming the other tenant's tag changes nothing
+    assert (a.count(), b.count()) == (2, 1)
+    b.delete(where={"k": 1})
+    assert (a.count(), b.count()) == (2, 0)
+    assert dict(zip(*(a.get(include=["metadatas"])[k] for k in ("ids", "metadatas")))) == {"x": {"k": 1}, "y": None}
+    with pytest.raises(ValueError):
+        a.delete()  # never "everything" by omission
+    assert not hasattr(a, "query") and not hasattr(a, "modify")  # nothing that could go around the filter
+    assert {c.name for c in store.client.list_collections()} == {"ctxw_notes__pool"}
 
 
 # ---------------------------------------------------------------------------- per-session state (item 16)

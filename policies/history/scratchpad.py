@@ -1,7 +1,7 @@
 """The scratchpad: archived texts behind `ref=<id>` stubs (recall.py reads them back for the model).
 
 Writes land in memory at once (the request path never waits on disk) and are persisted to a Chroma
-collection (`scratchpad`, one per tenant) by a background task: Chroma commits cost tens of
+collection (`scratchpad`: each tenant sees only its own rows) by a background task: Chroma commits cost tens of
 milliseconds each, so they are batched off the request path. Reads hit memory first, then Chroma.
 Ids are deterministic (a hash of the content and the tool call id), so the same conversation is
 archived under the same refs on every turn, and a lost write heals itself: the client resends

@@ -108,20 +108,26 @@ class KBStorage:
         self.embed = embed
         self._log_only: set[str] = set()  # data collections known to keep their index in the log only
 
+    def _own(self, name: str, tenant: str | None) -> Any:
+        """A collection of this tenant's own, not its rows of a pooled one: the pointer and version
+        live in collection metadata and rebuilds replace whole collections (a store without pools
+        has only `collection`)."""
+        return getattr(self.store, "own_collection", self.store.collection)(name, tenant)
+
     # ------------------------------------------------------------------ the pointer and version
 
     def meta(self) -> dict[str, Any]:
         fresh = getattr(self.store, "collection_metadata", None)
         if fresh is not None:
             return fresh(META, self.tenant)
-        return dict(self.store.collection(META, self.tenant).metadata or {})
+        return dict(self._own(META, self.tenant).metadata or {})
 
     def data_name(self, meta: dict[str, Any] | None = None) -> str:
         return str((self.meta() if meta is None else meta).get("data") or DATA)
 
     def data(self, name: str | None = None) -> Any:
         name = name or self.data_name()
-        col = self.store.collection(name, self.tenant)
+        col = self._own(name, self.tenant)
         if name not in self._log_only:
             _keep_index_in_log(col)
             self._log_only.add(name)
@@ -154,7 +160,7 @@ class KBStorage:
         if update is not None:
             update(META, self.tenant, values)
         else:
-            col = self.store.collection(META, self.tenant)
+            col = self._own(META, self.tenant)
             col.modify(metadata={**{k: v for k, v in meta.items() if not k.startswith("hnsw:")}, **values})
         return total
 
