@@ -112,3 +112,28 @@ def test_the_admin_ranking_scores_the_vectors_select_uses(make, embedder):
         assert row["score"] == pytest.approx(expected, abs=1e-3)
     order = [row["text"] for row in body["data"]]
     assert order.index(SENTENCE) < order.index("I prefer quality hotels over cheap ones.")  # read with its turn
+
+
+def test_what_a_sentence_contradicts_is_found_by_the_sentence_not_by_its_turn(make):
+    """A new memory is compared with its 32 nearest live memories (writer.COMPARED): nearest by what
+    its sentence says, so a turn about cooking that changes the hotel preference still supersedes it,
+    however many cooking memories sit closer to the turn."""
+    policy = make()
+    older = action_ids(say(policy, "I prefer budget hotels.", session="hotels"))[0]
+    dishes = ["risotto", "lasagna", "ramen", "paella", "curry", "gnocchi", "dumplings", "tacos", "pho", "goulash",
+              "moussaka", "falafel", "biryani", "ratatouille", "couscous", "tagine", "pierogi", "laksa", "bibimbap",
+              "ceviche", "empanadas", "shakshuka", "carbonara", "jambalaya", "gumbo", "chili", "minestrone", "pesto",
+              "focaccia", "brioche", "sourdough", "pretzels", "bagels", "crepes", "waffles", "pancakes", "scones",
+              "muffins", "granola", "hummus"]
+    for i, dish in enumerate(dishes):
+        say(policy, f"I love cooking {dish} and homemade pasta at home on weekends with friends.", session=f"cook-{i}")
+    assert len(policy.store.index("acme", "ann").live()) > 32
+    ex = say(policy, "I love cooking risotto and homemade pasta at home on weekends with friends. "
+                     "Actually I want luxury 5-star hotels now.", session="turn")
+    superseded = [a.detail for a in ex.actions if a.policy == "memory" and a.name == "supersede"]
+    assert [s["older"] for s in superseded] == [older]
+    assert not policy.store.index("acme", "ann").get(older).live
+
+
+def action_ids(ex):
+    return next(a.detail["ids"] for a in ex.actions if a.policy == "memory" and a.name == "write")

@@ -53,11 +53,12 @@ def write(store: MemoryStore, owner: Owner, found: list[Candidate], strategy: st
             store.update(merged)
             report.merged.append(merged)
             continue
-        vector = store.embed([candidate.text])[0]
+        sentence = vector = store.embed([candidate.text])[0]
         if context_weight > 0 and context.strip() and " ".join(context.split()) != candidate.text:
             turn = turn or [store.embed([context])[0]]
-            vector = in_context(vector, turn[0], context_weight)
-        seen = compare(candidate.statements, index.nearest_live(vector, owner.task, COMPARED), matcher)
+            vector = in_context(sentence, turn[0], context_weight)
+        # what it may contradict or repeat is found by what the sentence says, not by its turn's topic
+        seen = compare(candidate.statements, index.nearest_live(sentence, owner.task, COMPARED), matcher)
         if seen.duplicate_of is not None and not seen.contradicted:
             merged = replace(seen.duplicate_of, updated_at=now)
             store.update(merged)
