@@ -71,7 +71,9 @@ class LRU(Generic[K, V]):
     """A mapping bounded by entry count (and, with `max_bytes`, by the total `sizeof(key, value)`
     of its entries), least recently used first out; entries idle longer than `ttl_s` expire.
     Safe to share between the event loop and worker threads. An entry larger than `max_bytes`
-    alone is not kept.
+    alone is not kept, unless `keep_one`: then the most recently used entry stays whatever its size
+    (everything else goes), for caches whose miss reloads that very entry (a user's memories, read
+    back from the store on every request while it is too big to keep).
 
     `on_evict(key, value)` is called for entries pushed out by the bound or expired (not for `pop`).
     `max_bytes` is scaled by the process's cache budget (`set_cache_budget`) unless `budgeted` is
@@ -88,6 +90,7 @@ class LRU(Generic[K, V]):
         max_bytes: int | None = None,
         sizeof: Callable[[K, V], int] | None = None,
         budgeted: bool = True,
+        keep_one: bool = False,
     ) -> None:
         if max_entries < 1:
             raise ValueError("an LRU needs room for at least one entry")
@@ -100,6 +103,7 @@ class LRU(Generic[K, V]):
         self.own_max_bytes = max_bytes  # its share of the process's cache budget (`set_cache_budget`)
         self.budgeted = budgeted  # False: state, not a cache (what it drops is lost): its own bound only
         self.sizeof = sizeof
+        self.keep_one = keep_one
         self.bytes = 0  # the entries' total size (with max_bytes)
         self._items: OrderedDict[K, tuple[V, float]] = OrderedDict()
         self._sizes: dict[K, int] = {}
@@ -138,7 +142,7 @@ class LRU(Generic[K, V]):
         size = self.sizeof(key, value) if self.max_bytes is not None and self.sizeof is not None else 0
         with self._lock:
             self._forget_size(key)
-            if self.max_bytes is not None and size > self.max_bytes:
+            if self.max_bytes is not None and size > self.max_bytes and not self.keep_one:
                 self._items.pop(key, None)  # too big to keep at all
                 return
             self._items[key] = (value, self.clock() if self.ttl_s is not None else 0.0)
@@ -162,7 +166,7 @@ class LRU(Generic[K, V]):
             self._forget_size(key)
             self._sizes[key] = size
             self.bytes += size
-            if size > self.max_bytes:
+            if size > self.max_bytes and not self.keep_one:
                 del self._items[key]
                 self._forget_size(key)
                 evicted = [(key, hit[0])]
@@ -215,7 +219,8 @@ class LRU(Generic[K, V]):
     def _trim(self) -> list[tuple[K, V]]:
         evicted = self._expire() if self.ttl_s is not None else []
         limit = self.max_bytes
-        while len(self._items) > self.max_entries or (limit is not None and self.bytes > limit):
+        floor = 1 if self.keep_one else 0  # entries the byte bound leaves, at least
+        while len(self._items) > self.max_entries or (limit is not None and self.bytes > limit and len(self._items) > floor):
             key, (value, _) = self._items.popitem(last=False)
             self._forget_size(key)
             evicted.append((key, value))

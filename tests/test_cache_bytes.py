@@ -35,6 +35,17 @@ def test_an_entry_bigger_than_the_bound_is_not_kept_and_evicts_nothing():
     assert cache.get("small") is None and cache.bytes == 0
 
 
+def test_keep_one_keeps_the_newest_entry_whatever_its_size_and_only_it():
+    cache: LRU[str, str] = LRU(10, max_bytes=100, sizeof=text_size, keep_one=True, budgeted=False)
+    cache.put("small", "x" * 50)
+    cache.put("huge", "x" * 500)
+    assert cache.get("huge") == "x" * 500 and cache.get("small") is None and cache.bytes == 500
+    cache.put("next", "x" * 40)  # the big one goes as soon as anything else is used
+    assert cache.get("huge") is None and cache.get("next") and cache.bytes == 40
+    cache.put("next", "x" * 400)  # grown past the bound in place: kept, alone
+    assert cache.get("next") == "x" * 400 and len(cache) == 1
+
+
 def test_expiry_releases_bytes():
     now = [0.0]
     cache: LRU[str, str] = LRU(10, ttl_s=5, clock=lambda: now[0], max_bytes=100, sizeof=text_size)

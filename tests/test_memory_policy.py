@@ -224,3 +224,22 @@ def test_a_replica_sharing_the_store_sees_another_replicas_write_after_refresh_s
         assert action(ex, "select") is not None and "budget hotels" in ex.messages[-1]["content"]
 
     asyncio.run(scenario())
+
+
+def test_a_user_whose_memories_pass_the_cache_bound_is_read_from_the_store_once(make, embedder, monkeypatch):
+    # 10,000 memories make a ~23 MB index, over the users' cache bound once the cache budget scales
+    # it: without keep_one every request read the user back from Chroma.
+    policy = make()
+    turn(policy, "I prefer quality hotels over cheap ones.")
+    turn(policy, "My budget for the trip is 3,000 euros.")
+    store = MemoryStore(policy.services.store, embedder)
+    monkeypatch.setattr(store._users, "own_max_bytes", 1)  # every user is over the bound
+    loads = []
+    real_load = store._load
+    monkeypatch.setattr(store, "_load", lambda tenant, user: loads.append(user) or real_load(tenant, user))
+    for _ in range(3):
+        assert len(store.index("acme", "ann").live()) == 2
+    assert loads == ["ann"]
+    store.index("acme", "bob")  # another user takes the one place
+    store.index("acme", "ann")
+    assert loads == ["ann", "bob", "ann"] and len(store._users) == 1

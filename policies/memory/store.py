@@ -54,7 +54,9 @@ class MemoryStore:
         self.store = store
         self.embedder = embedder
         self.versions = versions  # a state.Versions (Services.versions), or None: this process alone
-        self._users: LRU[tuple[str | None, str], UserIndex] = LRU(max_users, max_bytes=USERS_BYTES,
+        # keep_one: a user whose index alone passes the bound would otherwise be reloaded from the
+        # store on every request (10,000 memories: ~23 MB, over the budget-scaled bound)
+        self._users: LRU[tuple[str | None, str], UserIndex] = LRU(max_users, max_bytes=USERS_BYTES, keep_one=True,
                                                                   sizeof=lambda key, index: len(key[1]) + index.nbytes)
         self._lock = threading.Lock()
 
