@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Sequence
 
+from .stored_vectors import without_key
 from .tenants import tenant_slug
 
 log = logging.getLogger("ctxwarden.storage")
@@ -74,7 +75,8 @@ class TenantRows:
 
     # ------------------------------------------------------------------ reads and deletes
 
-    def get(self, ids: Sequence[str] | str | None = None, where: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def get(self, ids: Sequence[str] | str | None = None, where: dict[str, Any] | None = None,
+            **kwargs: Any) -> dict[str, Any]:
         got = self._collection.get(**self._scope(ids, where), **kwargs)
         return self._clean(dict(got))
 
@@ -101,15 +103,8 @@ class TenantRows:
         got["ids"] = [i[cut:] for i in got.get("ids") or []]
         metas = got.get("metadatas")
         if metas is not None:
-            got["metadatas"] = [_without_tenant(m) for m in metas]
+            got["metadatas"] = [without_key(m, TENANT_KEY) for m in metas]
         return got
-
-
-def _without_tenant(meta: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not meta or TENANT_KEY not in meta:
-        return meta
-    rest = {k: v for k, v in meta.items() if k != TENANT_KEY}
-    return rest or None  # a row written without metadata reads back as None, as before pooling
 
 
 def migrate(old: Any, rows: TenantRows, old_name: str) -> bool:

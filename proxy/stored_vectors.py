@@ -66,14 +66,15 @@ def with_vectors_in_metadata(kwargs: dict[str, Any], placeholder: bool = False) 
 def _strip(result: dict[str, Any]) -> dict[str, Any]:
     metas = result.get("metadatas")
     if metas:
-        result["metadatas"] = [_without_key(m) for m in metas]
+        result["metadatas"] = [without_key(m, VECTOR_KEY) for m in metas]
     return result
 
 
-def _without_key(meta: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not meta or VECTOR_KEY not in meta:
+def without_key(meta: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
+    """A row's metadata without one of the store's own keys (pooled.py's tenant tag too)."""
+    if not meta or key not in meta:
         return meta
-    rest = {k: v for k, v in meta.items() if k != VECTOR_KEY}
+    rest = {k: v for k, v in meta.items() if k != key}
     return rest or None  # a row stored without metadata reads back as None, as before
 
 

@@ -10,42 +10,15 @@ import asyncio
 import numpy as np
 import pytest
 
-from ctxwarden.policies.base import Exchange, Services
-from ctxwarden.policies.memory.config import MemoryConfig
-from ctxwarden.policies.memory.policy import CONTEXT_CHARS, MemoryPolicy
+from ctxwarden.policies.base import Exchange
+from ctxwarden.policies.memory.policy import CONTEXT_CHARS
 from ctxwarden.policies.memory.writer import in_context
-from ctxwarden.policies.text.tokens import TiktokenCounter
-from ctxwarden.proxy.config import EmbedderChoice, StorageConfig
-from ctxwarden.proxy.embeddings import build_embedder
-from ctxwarden.proxy.storage import ChromaStore
-
-
-
-class Recorder:
-    def add(self, name, value, **attrs):
-        pass
-
-    record = gauge = add
+from tests.test_memory_policy import embedder, make  # noqa: F401 - the fixtures: a policy on a real store
 
 REMOTE = ("You're right. I think I was wrong about remote work and working from home. "
           "It's not the location — it's the motivation.")
 SENTENCE = "It's not the location — it's the motivation."
 QUERY = "Should my team keep working remotely from home?"
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return build_embedder(EmbedderChoice())
-
-
-@pytest.fixture
-def make(tmp_path, embedder):
-    store = ChromaStore(StorageConfig(path=str(tmp_path / "store")))
-
-    def build(**cfg) -> MemoryPolicy:
-        services = Services(tokens=TiktokenCounter(), metrics=Recorder(), embedder=embedder, store=store)
-        return MemoryPolicy(MemoryConfig(**{"refresh_s": 0, **cfg}), services)
-    return build
 
 
 def say(policy, text, session="s1", user="ann"):
