@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, Awaitable, Callable, Iterator
 
 import pytest
@@ -96,3 +97,11 @@ def hostile():
     yield lambda handler: start_upstream(handler, servers)
     for server in servers:
         server.stop()
+
+
+def clear_of_minute_edge(margin_s: float = 10.0) -> None:
+    """Wait, if need be, until the current UTC minute has `margin_s` seconds left: a key's request
+    rate is counted per calendar minute, so a burst that crosses one starts counting again."""
+    left = 60 - time.time() % 60
+    if left < margin_s:
+        time.sleep(left + 0.05)

@@ -11,7 +11,7 @@ import pytest
 
 from ctxwarden.proxy.config import ConfigError, load_settings
 from ctxwarden.proxy.keys.gate import resolve_mode
-from tests.conftest import openai_client, policies_off
+from tests.conftest import clear_of_minute_edge, openai_client, policies_off
 
 ADMIN_KEY = "admin-test"
 ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
@@ -140,6 +140,7 @@ def test_models_rate_and_budget_are_enforced_in_each_apis_shape(keyed, fake):
     assert fake.received == []
 
     slow, _ = make_key(proxy, requests_per_minute=2)
+    clear_of_minute_edge()
     codes = [httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers={"authorization": f"Bearer {slow}"})
              for _ in range(3)]
     assert [c.status_code for c in codes] == [200, 200, 429]
