@@ -118,7 +118,7 @@ def migrate(old: Any, rows: TenantRows, old_name: str) -> bool:
             if not ids:
                 break
             vectors = got.get("embeddings")
-            rows.upsert(ids=ids, documents=got.get("documents"), metadatas=got.get("metadatas") or [None] * len(ids),
+            rows.upsert(ids=ids, documents=got.get("documents"), metadatas=got.get("metadatas"),
                         embeddings=[list(v) for v in vectors] if vectors is not None and len(vectors) else None)
             copied += len(ids)
             offset += len(ids)

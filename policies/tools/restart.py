@@ -36,4 +36,3 @@ def restart_list(index: ToolSetIndex, scores: np.ndarray | None, must: Sequence[
         candidates.sort(key=lambda n: (-float(scores[positions[n]]), order[n]))
     room = max(size - len(keep), 1)
     return [*must, *candidates[:room]]
-
