@@ -193,3 +193,38 @@ def test_the_server_trims_its_heap_after_a_big_body(fake):
                 break
             time.sleep(0.1)
     assert calls == [0]
+
+
+def test_the_heap_is_trimmed_at_rest_once_bodies_add_up_and_once_more_after_the_writes_settle():
+    """Chroma's writes (archive, memory) end after the request that asked for them and leave their
+    pages in the heap: once the bodies since the last trim reach `idle_after_bytes`, a trim runs
+    when no request has ended for `idle_s`, and once more `settle_s` later; a busy server is not
+    trimmed between its requests."""
+    import asyncio
+
+    from ctxwarden.proxy.memory_trim import HeapTrim
+
+    class Ex:
+        def __init__(self, size: int) -> None:
+            self.body_bytes = size
+
+    async def scenario() -> tuple[list[int], list[int], list[int]]:
+        heap = HeapTrim(big_body_bytes=10**9, trim_after_bytes=10**9, idle_after_bytes=1000, idle_s=0.4,
+                        settle_s=0.5, min_idle_interval_s=0.0)
+        trimmed: list[int] = []
+        heap.trim = trimmed.append
+        heap.after(Ex(600), "ok")
+        await asyncio.sleep(0.6)
+        below = list(trimmed)  # 600 bytes: nothing to give back
+        for _ in range(10):  # busy: a request ends every 40 ms, 1,200+ bytes since the last trim
+            heap.after(Ex(600), "ok")
+            await asyncio.sleep(0.04)
+        busy = list(trimmed)
+        await asyncio.sleep(0.7)  # at rest: the first trim
+        rested = list(trimmed)
+        await asyncio.sleep(1.2)  # the settle trim, then nothing more
+        return below, busy, rested + [len(trimmed)]
+
+    below, busy, rested = asyncio.run(scenario())
+    assert below == [] and busy == []
+    assert rested[:-1] == [0] and rested[-1] == 2
