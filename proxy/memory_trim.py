@@ -49,7 +49,10 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 class HeapTrim:
-    """A pipeline listener: after a big request, trim the heap (off the event loop, rate-limited)."""
+    """A pipeline listener: after a big request, and at rest once bodies add up, trim the heap (off
+    the event loop, rate-limited). Only one check at rest is pending at a time, and `received` is
+    reset only by a trim, which ends a request first or is that check: so a check that finds no
+    request ended since it was set still sees the bytes that set it."""
 
     def __init__(self, big_body_bytes: int = BIG_BODY_BYTES, min_interval_s: float = MIN_INTERVAL_S,
                  clock: Callable[[], float] = time.monotonic, trim_after_bytes: int = TRIM_AFTER_BYTES,
@@ -109,8 +112,6 @@ class HeapTrim:
             if self.received >= self.idle_after_bytes:
                 self._at_rest(max(0.0, self.last_end + self.idle_s - now), settle=False)
             return
-        if not settle and self.received < self.idle_after_bytes:
-            return  # a big body's trim ran meanwhile
         if now - self.last < self.min_idle_interval_s:
             self._at_rest(self.last + self.min_idle_interval_s - now, settle)
             return
