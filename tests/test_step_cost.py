@@ -9,6 +9,7 @@ text's bytes (parts_hash) with no collision between differently split parts.
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import httpx
@@ -106,6 +107,31 @@ def test_the_cache_budget_scales_every_cache_bound_and_trims_the_caches_over_it(
     assert calls == [0, 1, 2, 3, 0]
     set_cache_budget(None)
     assert cache.max_bytes == 10_000 and later.max_bytes == 4_000
+
+
+def test_the_scratchpad_holds_its_share_of_the_cache_budget_counted_in_real_bytes():
+    """The archived texts kept in front of Chroma are a cache like the others: scaled by the budget and
+    counted in bytes, not characters (a 250,000-character text of emoji takes ~1 MB). Before, 32 M
+    characters were kept whatever `server.cache_mb` said: the largest growth under bench/fuzz.py."""
+    from types import SimpleNamespace
+
+    from ctxwarden.policies.cache import NOMINAL_CACHE_BYTES, set_cache_budget
+    from ctxwarden.policies.history import scratchpad
+
+    services = SimpleNamespace(store=None, metrics=SimpleNamespace(add=lambda *a, **k: None, record=lambda *a, **k: None))
+    pad = scratchpad.Scratchpad(services)  # type: ignore[arg-type]
+    set_cache_budget(NOMINAL_CACHE_BYTES // 4)
+    try:
+        assert pad.max_memory_bytes() == scratchpad.MEMORY_BYTES // 4
+        for i in range(40):  # 40 MB of text in all
+            pad.put("t", f"tr_{i}", chr(0x1F600 + i % 50) * 250_000)
+        held = [entry.text for entry in pad.memory.values()]
+        assert pad.memory_bytes == sum(sys.getsizeof(text) for text in held) <= scratchpad.MEMORY_BYTES // 4
+        assert 6 <= len(held) <= 8  # the newest ones, ~1 MB each
+        assert list(pad.memory)[-1] == ("t", scratchpad.stored_id("tr_39", scratchpad.NO_OWNER))
+    finally:
+        set_cache_budget(None)
+    assert pad.max_memory_bytes() == scratchpad.MEMORY_BYTES
 
 
 def test_server_cache_mb_sets_the_budget_of_the_app_it_makes(fake):

@@ -28,6 +28,7 @@ import contextlib
 import logging
 import math
 import re
+import sys
 import time
 import zlib
 from collections import OrderedDict
@@ -36,7 +37,7 @@ from itertools import chain
 from typing import Any, Iterator, Sequence
 
 from ..base import Exchange, Services, user_and_task
-from ..cache import LRU, stable_hash
+from ..cache import LRU, cache_scale, stable_hash
 from ..messages import Message, carried_values, content_text, fingerprint, remembered
 from .blocks import summary_sections
 
@@ -134,7 +135,11 @@ class _Entry:
     persisted: bool = False
 
 
-MEMORY_BYTES = 32 * 2**20  # archived text held in memory in front of Chroma, at most (Chroma holds it all)
+# Archived text held in memory in front of Chroma, at most (Chroma holds it all). A cache like the others:
+# its share of the process's cache budget (`server.cache_mb`), counted in real bytes (sys.getsizeof: a text
+# with one emoji takes 4 bytes a character). Before, 32 M characters were kept whatever the budget: under
+# varied traffic (bench/fuzz.py) this, filled by big archived tool results, was the server's largest growth.
+MEMORY_BYTES = 32 * 2**20
 RETENTION_S = 7 * 86_400  # defaults of archive.retention_days and archive.max_items
 MAX_ITEMS = 10_000
 PRUNE_EVERY = 100  # writes to a tenant's collection between two prunes of it
@@ -144,6 +149,10 @@ PRUNE_EVERY = 100  # writes to a tenant's collection between two prunes of it
 # replayed) costs a few commits, not one each (25 s for 700).
 FLUSH_DELAY_S = 0.2
 BATCH_ITEMS, BATCH_CHARS = 256, 4 * 2**20
+
+
+def _text_bytes(text: str) -> int:
+    return sys.getsizeof(text)
 
 
 class Scratchpad:
@@ -179,7 +188,7 @@ class Scratchpad:
         owned = {"user": owner[0], "task": owner[1]} if owner != NO_OWNER else {}
         entry = _Entry(text, {**meta, **owned, "created": time.time()})
         self.memory[key] = entry
-        self.memory_bytes += len(text)
+        self.memory_bytes += _text_bytes(text)
         self._evict()
         if self.services.store is not None:
             self._pending[key] = entry
@@ -191,16 +200,23 @@ class Scratchpad:
     def _evict(self) -> None:
         """Drop the oldest entries, persisted ones first; pending writes stay until written. An entry
         lost here while the store is down comes back with the next request that carries it."""
-        if len(self.memory) <= self.memory_entries and self.memory_bytes <= MEMORY_BYTES:
+        max_bytes = self.max_memory_bytes()
+        if len(self.memory) <= self.memory_entries and self.memory_bytes <= max_bytes:
             return  # within bounds: no walk over the entries (this runs on every write)
         for only_persisted in (True, False):
             for key in list(self.memory):
-                if len(self.memory) <= self.memory_entries and self.memory_bytes <= MEMORY_BYTES:
+                if len(self.memory) <= self.memory_entries and self.memory_bytes <= max_bytes:
                     return
                 entry = self.memory[key]
                 if key not in self._pending and (entry.persisted or not only_persisted or self.services.store is None):
                     del self.memory[key]
-                    self.memory_bytes -= len(entry.text)
+                    self.memory_bytes -= _text_bytes(entry.text)
+
+    @staticmethod
+    def max_memory_bytes() -> int:
+        """The texts held in memory, at most: MEMORY_BYTES scaled by the cache budget (read at each
+        write, so a budget set after this was made applies too)."""
+        return int(MEMORY_BYTES * cache_scale())
 
     @contextlib.contextmanager
     def gathered(self) -> Iterator[None]:
