@@ -32,27 +32,36 @@ class CachedEmbedder:
         self.dim = dim
         self._cache: LRU[bytes, np.ndarray] = LRU(cache_size, max_bytes=max_bytes, sizeof=lambda key, v: 150 + len(key) + v.nbytes)
 
-    def _embed_uncached(self, texts: list[str]) -> list[list[float]]:
+    def _embed_uncached(self, texts: list[str]) -> np.ndarray | list[list[float]]:
         raise NotImplementedError
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_array(texts).tolist()
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors as one float32 array (len(texts), dim). Why not lists: a request with a few hundred
+        tools embeds thousands of segments, and as Python floats (32 bytes each, twice over) they peaked at
+        ~190 MB for a 640 KB body; the heap kept most of that high-water mark (bench/fuzz.py)."""
         keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
-        out: list[np.ndarray | None] = [None] * len(texts)
+        hits: dict[int, np.ndarray] = {}
         missing: dict[bytes, list[int]] = {}
         for i, key in enumerate(keys):
             hit = self._cache.get(key)
             if hit is None:
                 missing.setdefault(key, []).append(i)
             else:
-                out[i] = hit
-        if missing:
-            fresh = self._embed_uncached([texts[idx[0]] for idx in missing.values()])
+                hits[i] = hit
+        fresh = np.asarray(self._embed_uncached([texts[idx[0]] for idx in missing.values()]), dtype=np.float32) \
+            if missing else None
+        dim = fresh.shape[1] if fresh is not None and fresh.ndim == 2 else self.dim  # a remote model's, once known
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for i, vec in hits.items():
+            out[i] = vec
+        if fresh is not None:
             for (key, idxs), vec in zip(missing.items(), fresh):
-                arr = np.asarray(vec, dtype=np.float32)
-                self._cache.put(key, arr)
-                for i in idxs:
-                    out[i] = arr
-        return [v.tolist() for v in out]  # type: ignore[union-attr]
+                self._cache.put(key, vec.copy())  # its own 1 KB, not a view that keeps the whole batch alive
+                out[idxs] = vec
+        return out
 
 
 @contextlib.contextmanager
@@ -76,7 +85,7 @@ class WordLlamaEmbedder(CachedEmbedder):
         self._model = WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True, dim=dim)
 
     def _embed_uncached(self, texts: list[str]) -> list[list[float]]:
-        return self._model.embed(texts, norm=True).tolist()
+        return self._model.embed(texts, norm=True)
 
 
 class LiteLLMEmbedder(CachedEmbedder):
@@ -126,14 +135,14 @@ class MiniLMEmbedder(CachedEmbedder):
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._run_lock = threading.Lock()
 
-    def _embed_uncached(self, texts: list[str]) -> list[list[float]]:
+    def _embed_uncached(self, texts: list[str]) -> np.ndarray:
         # Similar lengths batched together: padding is what a batch costs beyond its texts.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out: list[list[float]] = [[] for _ in texts]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.BATCH):
             chunk = order[start : start + self.BATCH]
             for i, vec in zip(chunk, self._encode([texts[i] for i in chunk])):
-                out[i] = vec.tolist()
+                out[i] = vec
         return out
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -192,8 +201,8 @@ class EnsembleEmbedder(CachedEmbedder):
         super().__init__("+".join(e.name for e, _ in parts), sum(e.dim for e, _ in parts))
 
     def _embed_uncached(self, texts: list[str]) -> list[list[float]]:
-        blocks = [np.asarray(embedder.embed(texts), dtype=np.float32) * scale for embedder, scale in self._parts]
-        return np.concatenate(blocks, axis=1).tolist()
+        blocks = [embedder.embed_array(texts) * scale for embedder, scale in self._parts]
+        return np.concatenate(blocks, axis=1)
 
 
 # The MiniLM share of the ensemble's similarity; tuned on a MetaTool split disjoint from the one

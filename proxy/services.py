@@ -45,6 +45,9 @@ class LazyEmbedder:
     def embed(self, texts):
         return self._get().embed(texts)
 
+    def embed_array(self, texts):
+        return self._get().embed_array(texts)
+
 
 def make_complete_raw(upstream: Upstream):
     async def complete_raw(model: str, messages: list[dict[str, Any]], exchange: Exchange | None = None,

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..base import Embedder, Store
+from ..base import Embedder, Store, embed_array
 from ..cache import LRU, stable_hash
 from .index import UserIndex
 from .model import Memory
@@ -72,7 +72,7 @@ class MemoryStore:
         return self.store.collection(VERSIONS, tenant)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+        return embed_array(self.embedder, texts)
 
     # ------------------------------------------------------------------ reading
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..base import Embedder, Store
+from ..base import Embedder, Store, embed_array
 from ..cache import LRU
 from .text import ToolText
 
@@ -112,7 +112,7 @@ class ToolCatalog:
 def _embed(embedder: Embedder, wanted: dict[str, ToolText]) -> dict[str, ToolVectors]:
     """One embedder call for every part of every new tool."""
     flat = [text for t in wanted.values() for text in t.texts]
-    vectors = np.asarray(embedder.embed(flat), dtype=np.float32)
+    vectors = embed_array(embedder, flat)
     out: dict[str, ToolVectors] = {}
     row = 0
     for key, text in wanted.items():

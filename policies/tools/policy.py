@@ -25,7 +25,7 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from ..base import BasePolicy, Exchange, Services, Verdict
+from ..base import BasePolicy, Exchange, Services, Verdict, embed_array
 from ..cache import LRU
 from ..deadline import NO_DEADLINE, Deadline, OverBudget
 from ..messages import Message, Tool, last_user_index
@@ -314,8 +314,8 @@ class ToolsPolicy(SearchTool, BasePolicy):
         vectors = {p.text: self._query_vectors.get((embedder.name, p.text)) for p in parts}
         missing = [t for t, v in vectors.items() if v is None]
         if missing:
-            for text, vec in zip(missing, embedder.embed(missing)):
-                vectors[text] = np.asarray(vec, dtype=np.float32)
+            for text, vec in zip(missing, embed_array(embedder, missing)):
+                vectors[text] = vec.copy()  # its own row, not a view that keeps the batch alive
                 self._query_vectors.put((embedder.name, text), vectors[text])
         total = sum(p.weight for p in parts)
         return sum(p.weight * vectors[p.text] for p in parts) / total

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ...base import Embedder
+from ...base import Embedder, embed_array
 from .model import Statement
 from .subject import different_scope, words
 
@@ -38,7 +38,7 @@ class Matcher:
                 phrases.add(_phrase(words(st.subject), st.subject))
         missing = sorted(p for p in phrases if p and p not in self._vectors)
         if missing:
-            vectors = np.asarray(self.embedder.embed(missing), dtype=np.float32)
+            vectors = embed_array(self.embedder, missing)
             self._vectors.update(zip(missing, vectors))
 
     def phrase_cosine(self, a: str, b: str) -> float | None:
@@ -51,7 +51,7 @@ class Matcher:
     def prepare_phrases(self, phrases: Sequence[str]) -> None:
         missing = [p for p in dict.fromkeys(phrases) if p not in self._vectors]
         if missing and self.embedder is not None:
-            self._vectors.update(zip(missing, np.asarray(self.embedder.embed(missing), dtype=np.float32)))
+            self._vectors.update(zip(missing, embed_array(self.embedder, missing)))
 
     def same_subject(self, a: Statement, b: Statement) -> bool:
         wa, wb = words(a.subject), words(b.subject)
