@@ -112,7 +112,8 @@ def test_the_cache_budget_scales_every_cache_bound_and_trims_the_caches_over_it(
 def test_the_scratchpad_holds_its_share_of_the_cache_budget_counted_in_real_bytes():
     """The archived texts kept in front of Chroma are a cache like the others: scaled by the budget and
     counted in bytes, not characters (a 250,000-character text of emoji takes ~1 MB). Before, 32 M
-    characters were kept whatever `server.cache_mb` said: the largest growth under bench/fuzz.py."""
+    characters were kept whatever `server.cache_mb` said (its history transcripts were the largest Python
+    growth tracemalloc showed under bench/fuzz.py)."""
     from types import SimpleNamespace
 
     from ctxwarden.policies.cache import NOMINAL_CACHE_BYTES, set_cache_budget

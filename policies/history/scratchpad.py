@@ -138,7 +138,7 @@ class _Entry:
 # Archived text held in memory in front of Chroma, at most (Chroma holds it all). A cache like the others:
 # its share of the process's cache budget (`server.cache_mb`), counted in real bytes (sys.getsizeof: a text
 # with one emoji takes 4 bytes a character). Before, 32 M characters were kept whatever the budget: under
-# varied traffic (bench/fuzz.py) this, filled by big archived tool results, was the server's largest growth.
+# varied traffic (bench/fuzz.py) its history transcripts were the largest Python growth tracemalloc showed.
 MEMORY_BYTES = 32 * 2**20
 RETENTION_S = 7 * 86_400  # defaults of archive.retention_days and archive.max_items
 MAX_ITEMS = 10_000
