@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ctxwarden.policies.cache import LRU
+from ctxwarden.policies.text.word_cache import without_word_cache
 
 from .config import EmbedderChoice
 
@@ -83,6 +84,7 @@ class WordLlamaEmbedder(CachedEmbedder):
             from wordllama import WordLlama
 
         self._model = WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True, dim=dim)
+        without_word_cache(self._model.tokenizer)  # native, unbudgeted, and redundant with our vector cache
 
     def _embed_uncached(self, texts: list[str]) -> np.ndarray:
         return self._model.embed(texts, norm=True)
@@ -123,7 +125,7 @@ class MiniLMEmbedder(CachedEmbedder):
         from tokenizers import Tokenizer
 
         model_file, tokenizer_file = minilm_files()
-        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self._tokenizer = without_word_cache(Tokenizer.from_file(str(tokenizer_file)))
         self._tokenizer.enable_truncation(max_length=self.MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = ort.SessionOptions()

@@ -117,6 +117,35 @@ def test_the_embedding_cache_is_bounded_by_bytes():
     assert embedder._cache.bytes <= 1_000_000 and len(embedder._cache) < 250
 
 
+def test_the_tokenizer_keeps_no_native_copy_of_each_text_it_embeds():
+    """wordllama's tokenizer (HF `tokenizers`, BPE with no pre-tokenizer) cached every distinct text
+    under 256 bytes in native memory, 10,000 per thread, outside every budget: 3,000 short texts took
+    +8 MB of glibc's heap (4 KB each at most), and bench/fuzz.py's proxy grew by it. Our own LRU
+    already keeps the vectors by text, so the tokenizer's cache is off."""
+    import ctypes
+
+    import pytest
+
+    from ctxwarden.proxy.embeddings import WordLlamaEmbedder
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("glibc's mallinfo2 is needed to read the native heap")
+    mallinfo2.restype = MallInfo2
+    embedder = WordLlamaEmbedder()
+    embedder._embed_uncached(["warm up"])  # past our own cache: what the tokenizer keeps is what is measured
+    before = mallinfo2().uordblks
+    for i in range(375):
+        embedder._embed_uncached([f"invoice {i * 8 + j} for pallet {i * 7919 + j} was confirmed by the carrier" for j in range(8)])
+    grew = (mallinfo2().uordblks - before) / 2**20
+    assert grew < 2, f"the native heap grew {grew:.1f} MB over 3,000 distinct texts"
+
+
 def test_embeddings_come_back_as_one_float32_array_and_the_cache_keeps_rows_of_its_own():
     """Thousands of tool segments embedded at once never pass through Python floats (as lists they
     peaked at ~3x the memory and took ~2.7x the time), and a cached row is not a view that keeps its

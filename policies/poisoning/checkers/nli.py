@@ -33,6 +33,7 @@ import numpy as np
 
 from ...errors import CtxwardenError
 from ...text.sentences import split_sentences
+from ...text.word_cache import without_word_cache
 from .base import CONTRADICTED, SUPPORTED, UNVERIFIABLE, CheckContext, ClaimToCheck, ClaimVerdict, unverifiable
 
 log = logging.getLogger("ctxwarden.poisoning")
@@ -234,7 +235,7 @@ class OnnxCrossEncoder:
             raise NLIModelError(f"poisoning.nli.model_path {directory} has no tokenizer.json (it sits beside model.onnx "
                                 f"in an optimum export)")
         try:
-            self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            self._tokenizer = without_word_cache(Tokenizer.from_file(str(tokenizer_file)))  # see word_cache.py
             options = ort.SessionOptions()
             options.log_severity_level = 3
             # Pairs come in every length: an arena would keep the largest buffers ever needed.
