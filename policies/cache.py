@@ -44,9 +44,10 @@ def parts_hash(*parts: str | int | None) -> str:
 # and all bounds are scaled so that the shares of the caches a default server makes add up to the
 # budget. Each cache alone stayed bounded before, but together they allowed ~350 MB. Per-session
 # state (SessionLRU) keeps its own bound: dropping it changes what a policy does, not what it costs.
-# The caches' own bounds added up (28 LRUs, 12 memos and the scratchpad's 32 MB of archived text) in a default
-# server after varied traffic (the history policy's 8 MB token LRU is gone).
-NOMINAL_CACHE_BYTES = 418 * 2**20
+# The caches' own bounds added up (30 LRUs, two of them the token counter's 8 MB each, 12 memos and the
+# scratchpad's 32 MB of archived text) in a default server after varied traffic (the history policy's
+# 8 MB token LRU is gone).
+NOMINAL_CACHE_BYTES = 434 * 2**20
 _budget = {"scale": 1.0}
 _bounded: weakref.WeakSet = weakref.WeakSet()  # every byte-bounded LRU alive, trimmed when the budget changes
 

@@ -67,6 +67,20 @@ def test_summary_blocks_are_bounded_by_their_text():
     assert len(cache) <= 5 and cache.get("k49") is not None and cache.get("k0") is None
 
 
+def test_summary_blocks_are_counted_as_cpython_stores_their_text():
+    """A summary of text outside the BMP takes 4 bytes a character: counted in characters, blocks of
+    bench/fuzz.py's text held 2.2x the cache's bound."""
+    import sys
+
+    cache = BlockCache(max_blocks=1000, max_bytes=100_000)
+    text = "\U0001f600 summary line " * 400  # 6,000 characters, 24 KB
+    for i in range(20):
+        cache.put(SummaryBlock(f"k{i}", 4, text, "extractive", 100))
+    held = sum(sys.getsizeof(b.text) for _, b in cache._by_key.items())
+    assert cache._by_key.bytes <= 100_000 and held <= 100_000
+    assert len(cache) == 4 and cache.get("k19") is not None  # 16 when counted in characters
+
+
 def test_archive_search_caches_are_bounded_by_bytes():
     from ctxwarden.policies.history.archive_search import ArchiveSearch
 
@@ -125,3 +139,22 @@ def test_a_tool_sets_term_postings_are_bounded_by_bytes():
     assert len(index._postings) < 1025  # some were evicted to stay under it
     fresh = LexicalIndex(docs)
     assert (fresh.scores(["term10"]) == index.scores(["term10"])).all()  # an evicted term scores the same
+
+
+def test_the_token_counts_are_shares_of_the_cache_budget():
+    """The token counter's two caches were bounded by 50,000 entries alone, outside `server.cache_mb`."""
+    from ctxwarden.policies.cache import NOMINAL_CACHE_BYTES, set_cache_budget
+    from ctxwarden.policies.text.tokens import CACHE_BYTES, ENTRY_BYTES, TiktokenCounter
+
+    set_cache_budget(NOMINAL_CACHE_BYTES // 1000)  # each cache: ~8.4 KB, 42 counts
+    try:
+        counter = TiktokenCounter()
+        texts = [f"line {i}: " + "pallet shipped " * 40 for i in range(200)]  # over LONG_TEXT: cached by hash
+        counts = [counter.count_text(t, "gpt-4o") for t in texts]
+        for i in range(200):
+            counter.count_message({"role": "user", "content": f"message {i}"}, "gpt-4o")
+        bound = CACHE_BYTES // 1000 // ENTRY_BYTES + 1
+        assert len(counter._texts) <= bound and len(counter._cache) <= bound
+        assert counts == [counter.count_text(t, "gpt-4o") for t in texts]  # counted again, the same
+    finally:
+        set_cache_budget(None)

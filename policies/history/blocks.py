@@ -12,11 +12,12 @@ any message and `without_summaries` gives a message's text without it (the user'
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..cache import LRU
+from ..cache import LRU, approx_size
 from ..messages import Message, content_text
 
 SUMMARY_TAG = "[ctxwarden: summary of"
@@ -100,4 +101,6 @@ class BlockCache:
 
 
 def _block_size(key: str, block: SummaryBlock) -> int:
-    return len(block.text) + sum(len(r) for r in block.refs) + 200  # the text, its refs, the object
+    # As CPython stores them (a text with one character outside the BMP takes 4 bytes a character),
+    # the key too, and the object: counted in characters, blocks of fuzzed text held 2.2x their bound.
+    return sys.getsizeof(key) + sys.getsizeof(block.text) + approx_size(block.refs) + 200

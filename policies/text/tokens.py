@@ -72,6 +72,12 @@ def encoding_name_for(model: str) -> str:
 
 
 LONG_TEXT = 512  # characters from which a text's count is cached by its hash
+ENTRY_BYTES = 200  # one cached count: its key (an encoding name and a hash), the int, the LRU's node
+CACHE_BYTES = 8 * 2**20  # each of the counter's two caches, before the cache budget scales it
+
+
+def _entry_bytes(key: object, count: int) -> int:
+    return ENTRY_BYTES
 
 
 class TiktokenCounter:
@@ -80,12 +86,13 @@ class TiktokenCounter:
     def __init__(self, cache_size: int = 50_000) -> None:
         use_bundled_tiktoken_files()
         self._encodings: dict[str, object] = {}
-        # Bounded by count, which bounds the bytes: a key is an encoding name and a hash, never the text
-        # (_message_key), ~290 bytes an entry whatever the message: 50,000 hold ~15 MB
-        self._cache: LRU[tuple[str, tuple], int] = LRU(cache_size)
+        # A key is an encoding name and a hash, never the text (_message_key): ~180 bytes an entry whatever
+        # the message (measured in a probe of bench/fuzz.py's proxy), so each entry counts ENTRY_BYTES, and
+        # both caches are shares of the one cache budget (`server.cache_mb`) like every other
+        self._cache: LRU[tuple[str, tuple], int] = LRU(cache_size, max_bytes=CACHE_BYTES, sizeof=_entry_bytes)
         # Long texts by hash: digests and summaries count the same tool result again at every compaction
         # event and every recount of a forwarded summary; hashing is ~20x cheaper than encoding
-        self._texts: LRU[tuple[str, str], int] = LRU(cache_size)
+        self._texts: LRU[tuple[str, str], int] = LRU(cache_size, max_bytes=CACHE_BYTES, sizeof=_entry_bytes)
 
     def _encoding(self, model: str):
         name = encoding_name_for(model)
