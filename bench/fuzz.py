@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fuzz.py [--examples 10000] [--big-share 0.05] [--timeout 10] [--seed 0]
                                    [--rss-at 1000] [--rss-budget 80] [--rss-every 1000] [--config YAML] [--chroma-server]
+                                   [--probe DIR]
     .venv/bin/python bench/fuzz.py --quick    # 1,000 bodies (~1 min on 2 CPUs); RSS printed, not judged
 
 Starts the fake upstream (it speaks all three APIs) and the proxy (`ctxwarden serve`: uvicorn in a
@@ -25,7 +26,9 @@ off; a leak keeps rising).
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
 import sys
 import time
 from collections import Counter
@@ -67,6 +70,17 @@ def settled_rss(proxy) -> float:
     return min(readings)
 
 
+def probe(proxy, directory: Path, done: int) -> None:
+    """The proxy writes what holds its memory (bench/memory_probe.py) to directory/probe-<n>.txt;
+    waited for, so that the probe's own work does not overlap the next bodies."""
+    n = len(list(directory.glob("probe-*.txt"))) + 1
+    os.kill(proxy.proc.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 120
+    while not (directory / f"probe-{n}.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    print(f"  probe {n} (after {done} bodies): {directory / f'probe-{n}.txt'}", flush=True)
+
+
 def policy_failures(client: httpx.Client) -> dict[str, int]:
     text = client.get("/metrics").text
     return {m[0]: int(float(m[1])) for m in re.findall(r'ctxwarden_policy_failures_total\{[^}]*policy="([^"]+)"[^}]*\} (\S+)', text)}
@@ -87,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         chroma = launch([str(Path(sys.executable).with_name("chroma")), "run", "--path", tempfile.mkdtemp(prefix="ctxw-chroma-"),
                          "--host", "127.0.0.1", "--port", str(port)], port, "/api/v2/heartbeat")
         config = {**config, "storage": {**config.get("storage", {}), "chroma_url": f"http://127.0.0.1:{port}"}}
+    if args.probe:  # the proxy started next loads bench/memory_probe.py (bench/probe_site/sitecustomize.py)
+        os.environ["CTXW_BENCH_TRACE"] = args.probe
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent / "probe_site"), os.environ.get("PYTHONPATH")]))
     proxy, proxy_url = start_proxy(fake_url, config)
     client = httpx.Client(base_url=proxy_url, timeout=args.timeout)
     statuses: Counter[tuple[str, int | str]] = Counter()
@@ -129,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
             if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
                 print(f"  RSS after {done} bodies: {settled_rss(proxy):.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it)"
                       + (f" (Chroma server: {chroma.rss_mb():.0f} MB)" if chroma else ""), flush=True)
+                if args.probe:
+                    probe(proxy, Path(args.probe), done)
         statuses[(api, r.status_code)] += 1
         if took[site][-1] > args.timeout:  # answered, but later than --timeout in all (httpx's timeout is per read)
             slow[api] += 1
@@ -200,6 +219,10 @@ def main() -> int:
     parser.add_argument("--chroma-server", action="store_true",
                         help="Chroma in a `chroma run` process (storage.chroma_url): the proxy's RSS without Chroma's")
     parser.add_argument("--config", default="", help="YAML or JSON merged over the fuzz config (e.g. to try storage or cache settings)")
+    parser.add_argument("--probe", metavar="DIR",
+                        help="at each --rss-every mark the proxy writes what holds its memory to DIR (bench/memory_probe.py: "
+                             "mappings, CPython's allocator, glibc's heap, Python objects by type, every LRU); the probes' "
+                             "own allocations raise the RSS figures of such a run")
     parser.add_argument("--quick", action="store_true", help="1,000 bodies, RSS marked at 300 and not judged")
     args = parser.parse_args()
     if args.quick:

@@ -1,6 +1,9 @@
-"""Opt-in probes inside bench/memory.py's proxy child (`--trace DIR`): what holds the memory.
+"""Opt-in probes inside bench/memory.py's proxy child (`--trace DIR`) or the proxy bench/fuzz.py starts
+(`--probe DIR`, through bench/probe_site/sitecustomize.py): what holds the memory.
 
-On SIGUSR1 the child writes DIR/probe-<n>.txt: RSS, glibc's heap figures (mallinfo2), every live
+On SIGUSR1 the child writes DIR/probe-<n>.txt: RSS, glibc's heap figures (mallinfo2), resident memory
+by kind of mapping (/proc/self/smaps), CPython's small-object allocator (its arenas, and how much of
+them live blocks fill), every Python object the collector reaches, by type, every live
 `LRU` (entries, bytes it counts, a deep size of a sample of its values), and — when tracemalloc
 runs — a snapshot DIR/snap-<n>.pickle to diff (`python bench/memory_probe.py DIR/snap-1.pickle
 DIR/snap-3.pickle`). On SIGUSR2 it calls malloc_trim(0) and notes RSS before and after. Bench
@@ -79,8 +82,7 @@ def deep_size(obj: object, seen: set[int], limit: int = 500_000) -> int:
         if id(o) in seen or _shared(o):
             continue
         seen.add(id(o))
-        nbytes = getattr(o, "nbytes", None) if type(o).__module__ == "numpy" else None
-        total += sys.getsizeof(o) + (nbytes if isinstance(nbytes, int) and getattr(o, "base", None) is None else 0)
+        total += sys.getsizeof(o)  # a numpy array that owns its data counts it here already
         if isinstance(o, dict):
             stack.extend(o.keys())
             stack.extend(o.values())
@@ -167,6 +169,7 @@ def _probe(directory: Path) -> None:
         current, peak = tracemalloc.get_traced_memory()
         lines.append(f"tracemalloc: current {current / 2**20:.1f} MB, peak {peak / 2**20:.1f} MB")
         tracemalloc.take_snapshot().dump(str(directory / f"snap-{n}.pickle"))
+    lines += smaps() + pymalloc() + census()
     lines += ["LRUs (largest first):", *lru_report(), "functools.lru_cache:", *lru_cache_report()]
     (directory / f"probe-{n}.txt").write_text("\n".join(lines) + "\n")
 
@@ -201,3 +204,86 @@ def diff(before: str, after: str, top: int = 40) -> None:
 
 if __name__ == "__main__":
     diff(sys.argv[1], sys.argv[2])
+
+
+def census(top: int = 25) -> list[str]:
+    """Every Python object the collector can reach, by type: gc-tracked containers and the strings,
+    bytes and numbers they hold (not tracked themselves), each counted once (a numpy array with the
+    buffer it owns). Compare two probes: growth here is Python's, growth only in mallinfo is native."""
+    seen: set[int] = set()
+    by_type: dict[str, list[int]] = {}
+
+    def count(o: object) -> None:
+        if id(o) in seen:
+            return
+        seen.add(id(o))
+        size = sys.getsizeof(o)  # a numpy array that owns its data counts it here already
+        row = by_type.setdefault(type(o).__qualname__, [0, 0])
+        row[0] += 1
+        row[1] += size
+
+    for obj in gc.get_objects():
+        count(obj)
+        stack = [ref for ref in gc.get_referents(obj) if not gc.is_tracked(ref)]
+        while stack:  # untracked containers (a tuple or dict of atomic values) hold more of them
+            ref = stack.pop()
+            if id(ref) not in seen:
+                count(ref)
+                stack.extend(r for r in gc.get_referents(ref) if not gc.is_tracked(r))
+    total = sum(row[1] for row in by_type.values())
+    rows = sorted(by_type.items(), key=lambda kv: -kv[1][1])[:top]
+    return [f"python objects: {len(seen)} objects, {total / 2**20:.1f} MB"] + \
+        [f"  {size / 2**20:8.2f} MB {n:>9}  {name}" for name, (n, size) in rows]
+
+
+def smaps() -> list[str]:
+    """Resident memory by kind of mapping: glibc's main heap ([heap]), anonymous mappings that start at
+    a 64 MiB boundary (glibc's other arenas), anonymous ones of exactly 1 MiB (CPython's small-object
+    arenas; the kernel merges neighbouring ones into "anon other", so most of them are counted there),
+    other anonymous ones (big blocks, CPython's arenas, thread stacks) and files (code, data files)."""
+    kinds: dict[str, list[float]] = {}
+    name, size = "", 0
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            size, name = end - start, (head[5] if len(head) > 5 else "")
+        elif head[0] == "Rss:":
+            if name == "[heap]":
+                kind = "[heap]"
+            elif name.startswith("["):
+                kind = name
+            elif name:
+                kind = "file"
+            elif size == 2**20:
+                kind = "anon 1 MiB (a CPython arena alone)"
+            elif start % 2**26 == 0:
+                kind = "anon at 64 MiB boundary (glibc arenas)"
+            else:
+                kind = "anon other"
+            row = kinds.setdefault(kind, [0, 0])
+            row[0] += 1
+            row[1] += int(head[1]) / 1024
+    return [f"smaps: {kind}: {mb:.1f} MB resident in {n} mappings" for kind, (n, mb) in sorted(kinds.items(), key=lambda kv: -kv[1][1])
+            if mb >= 0.1]
+
+
+def pymalloc() -> list[str]:
+    """CPython's small-object allocator (sys._debugmallocstats, written to stderr): the arenas it
+    holds and how much of them live blocks fill; the rest is held by pools a live object pins."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out:
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read()
+    keep = ("arenas allocated current", "arenas highwater", "bytes in allocated blocks", "bytes in available blocks",
+            "unused pools", "bytes lost to", "Total")
+    return ["pymalloc: " + " ".join(line.split()) for line in text.splitlines() if any(k in line for k in keep)][:9]
