@@ -158,3 +158,29 @@ def test_the_token_counts_are_shares_of_the_cache_budget():
         assert counts == [counter.count_text(t, "gpt-4o") for t in texts]  # counted again, the same
     finally:
         set_cache_budget(None)
+
+
+def test_a_replay_counts_what_it_holds():
+    """The history planner's per-session replay keeps 8 columns of k values (`read`): counted at 60
+    bytes a unit, the replays of bench/fuzz.py's sessions held ~6x their bound."""
+    import random
+    import sys
+
+    from ctxwarden.policies.history.events import Replay
+
+    def deep(value: object, seen: set[int]) -> int:
+        if id(value) in seen:
+            return 0
+        seen.add(id(value))
+        return sys.getsizeof(value) + (sum(deep(v, seen) for v in value) if isinstance(value, tuple) else 0)
+
+    rng = random.Random(0)
+    for k in (10, 100, 1000):
+        columns = [tuple(range(0, 3 * k, 3)), tuple(rng.randint(1, 5) for _ in range(k)),
+                   tuple(rng.randint(300, 4000) for _ in range(k)), tuple(rng.random() < 0.3 for _ in range(k)),
+                   tuple(rng.random() < 0.5 for _ in range(k)), tuple(1.7e9 + rng.random() for _ in range(k)),
+                   tuple(rng.randint(0, 900) for _ in range(k))]
+        results = tuple(tuple(rng.randint(300, 4000) for _ in range(rng.randint(0, 2))) for _ in range(k))
+        replay = Replay(k, (None, None, *columns, results), 0, (), (), -1)
+        held = deep(replay.read, set())
+        assert 0.8 * held <= replay.bytes() <= 2 * held + 1000, (k, held, replay.bytes())

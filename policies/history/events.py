@@ -107,6 +107,12 @@ class Replay:
     events: tuple[Event, ...]
     last_user: int
 
+    def bytes(self) -> int:
+        """About what it holds: `read` is 8 columns of k values (~230 bytes a unit, measured; counted
+        at 60 before, the policy's replays held ~6x their bound under bench/fuzz.py), and its segments
+        and events (~200 bytes each)."""
+        return 600 + 250 * self.k + 200 * (len(self.segments) + len(self.events))
+
 
 def plan(units: Units, marks: Marks, estimate: Estimate, merge: Merge) -> Plan:
     """Replay the conversation's boundaries and return the events and the frozen layout."""

@@ -103,9 +103,9 @@ class HistoryPolicy(BasePolicy):
         self.summarizer = Summarizer(services, config.summarizer_model, config.summarizer_timeout_s)
         self.scratchpad = shared_scratchpad(services)
         self._inflight: dict[str, asyncio.Future] = {}  # block key → the block being made for it
-        # Per session, where the planner's replay of the last request stood (events.Replay): ~60 bytes a unit
+        # Per session, where the planner's replay of the last request stood (events.Replay)
         self._replays: LRU[tuple[str | None, str], Replay] = LRU(
-            WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, replay: 500 + len(key[1]) + 60 * replay.k)
+            WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, replay: len(key[1]) + replay.bytes())
         # Per session, the planner's per-unit view of the last body (columns.py): ~200 bytes a message
         self._columns: LRU[tuple[str | None, str], Columns] = LRU(
             WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, view: len(key[1]) + view.bytes())
