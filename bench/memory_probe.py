@@ -202,9 +202,6 @@ def diff(before: str, after: str, top: int = 40) -> None:
                     print("     ", line)
 
 
-if __name__ == "__main__":
-    diff(sys.argv[1], sys.argv[2])
-
 
 def census(top: int = 25) -> list[str]:
     """Every Python object the collector can reach, by type: gc-tracked containers and the strings,
@@ -287,3 +284,7 @@ def pymalloc() -> list[str]:
     keep = ("arenas allocated current", "arenas highwater", "bytes in allocated blocks", "bytes in available blocks",
             "unused pools", "bytes lost to", "Total")
     return ["pymalloc: " + " ".join(line.split()) for line in text.splitlines() if any(k in line for k in keep)][:9]
+
+
+if __name__ == "__main__":
+    diff(sys.argv[1], sys.argv[2])

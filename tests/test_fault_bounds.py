@@ -122,27 +122,21 @@ def test_the_tokenizer_keeps_no_native_copy_of_each_text_it_embeds():
     under 256 bytes in native memory, 10,000 per thread, outside every budget: 3,000 short texts took
     +8 MB of glibc's heap (4 KB each at most), and bench/fuzz.py's proxy grew by it. Our own LRU
     already keeps the vectors by text, so the tokenizer's cache is off."""
-    import ctypes
+    import math
 
     import pytest
+    from memory_probe import heap_in_use_mb
 
     from ctxwarden.proxy.embeddings import WordLlamaEmbedder
 
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in
-                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-    try:
-        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
-    except (OSError, AttributeError):
+    if math.isnan(heap_in_use_mb()):
         pytest.skip("glibc's mallinfo2 is needed to read the native heap")
-    mallinfo2.restype = MallInfo2
     embedder = WordLlamaEmbedder()
     embedder._embed_uncached(["warm up"])  # past our own cache: what the tokenizer keeps is what is measured
-    before = mallinfo2().uordblks
+    before = heap_in_use_mb()
     for i in range(375):
         embedder._embed_uncached([f"invoice {i * 8 + j} for pallet {i * 7919 + j} was confirmed by the carrier" for j in range(8)])
-    grew = (mallinfo2().uordblks - before) / 2**20
+    grew = heap_in_use_mb() - before
     assert grew < 2, f"the native heap grew {grew:.1f} MB over 3,000 distinct texts"
 
 

@@ -106,7 +106,7 @@ class HistoryPolicy(BasePolicy):
         # Per session, where the planner's replay of the last request stood (events.Replay)
         self._replays: LRU[tuple[str | None, str], Replay] = LRU(
             WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, replay: len(key[1]) + replay.bytes())
-        # Per session, the planner's per-unit view of the last body (columns.py): ~200 bytes a message
+        # Per session, the planner's per-unit view of the last body (columns.py: Columns.bytes)
         self._columns: LRU[tuple[str | None, str], Columns] = LRU(
             WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, view: len(key[1]) + view.bytes())
         self._warned: LRU[tuple[str | None, str], bool] = LRU(  # sessions told of their distraction; a session id
