@@ -163,6 +163,7 @@ def probe(directory: Path) -> None:
 def _probe(directory: Path) -> None:
     _state["n"] += 1
     n = _state["n"]
+    (directory / f"smaps-{n}.txt").write_text(Path("/proc/self/smaps").read_text())  # first: before the probe's own work
     lines = [f"rss {rss_mb():.1f} MB", mallinfo(), f"threads {threading.active_count()}",
              f"gc objects {len(gc.get_objects())}"]
     if tracemalloc.is_tracing():

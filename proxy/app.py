@@ -26,7 +26,7 @@ from .errors import ProxyError, error_body
 from .keys.admin import key_routes
 from .keys.gate import KeyGate
 from .keys.middleware import ClientKeys
-from .memory_trim import HeapTrim
+from .memory_trim import HeapTrim, no_huge_page_advice
 from .messages_api import MessagesHandler
 from .metrics_share import from_environment
 from .models import ModelInfo
@@ -62,6 +62,7 @@ def create_app(
     services = build_services(settings, telemetry, upstream, models)
     pipeline = Pipeline(settings, services, telemetry)
     pipeline.listeners.append(HeapTrim().after)  # big bodies leave freed pages in the heap: give them back
+    no_huge_page_advice()  # and NumPy's huge-page advice would make them resident again
     chat = ChatHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
     responses = ResponsesHandler(pipeline, upstream, telemetry, models, settings.server.max_body_mb)
     anthropic = AnthropicUpstream(settings.upstream, transport=transport) if settings.upstream.anthropic.base_url else None

@@ -17,6 +17,16 @@ heap (21 MB in use) and RSS at 245 MB; `malloc_trim(0)` brought it to 137 MB. In
 writes follow the request that asked for them, after its own trim had run. A trim at rest costs a
 few milliseconds of a worker thread, at most once every `MIN_IDLE_INTERVAL_S`.
 Elsewhere than glibc (musl, macOS) there is no `malloc_trim` and this does nothing.
+
+NumPy asks the kernel for transparent huge pages (`madvise(MADV_HUGEPAGE)`) on every array of 4 MiB
+or more. Allocated from glibc's heap (which it is, once a freed big block has raised glibc's mmap
+threshold), that advice stays on the heap's pages after the array is gone, and the kernel's
+khugepaged then fills each 2 MiB range of them that holds a single live page: freed, trimmed heap
+became resident again, minutes later (khugepaged's pace, so runs differ). Measured in bench/fuzz.py
+(10,000 bodies, CPython's small-object allocator off): 26 MB of huge pages in the heap and its second
+arena by the end, none in the heap at the 1,000 mark. `no_huge_page_advice` turns
+NumPy's advice off for the process unless `NUMPY_MADVISE_HUGEPAGE` says otherwise; the proxy's arrays
+are small (its largest, the embedder's 31 MB table, is read row by row).
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
+import os
 import time
 from typing import Any, Callable
 
@@ -38,6 +49,19 @@ IDLE_S = 0.5
 IDLE_AFTER_BYTES = 1_000_000
 SETTLE_S = 3.0
 MIN_IDLE_INTERVAL_S = 2.0
+
+
+def no_huge_page_advice() -> bool:
+    """Stop NumPy advising huge pages for its big arrays (see above); True if it was on. An operator's
+    explicit `NUMPY_MADVISE_HUGEPAGE` is left as set."""
+    if os.environ.get("NUMPY_MADVISE_HUGEPAGE"):
+        return False
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # NumPy < 2: the same switch lives in numpy.core
+        from numpy.core import multiarray  # type: ignore[no-redef]
+    setter = getattr(multiarray, "_set_madvise_hugepage", None)
+    return bool(setter(False)) if setter is not None else False  # returns the setting before
 
 
 def _malloc_trim() -> Callable[[int], int] | None:

@@ -140,6 +140,47 @@ def test_the_tokenizer_keeps_no_native_copy_of_each_text_it_embeds():
     assert grew < 2, f"the native heap grew {grew:.1f} MB over 3,000 distinct texts"
 
 
+def _huge_page_advised_mb(pid: int) -> float:
+    """MB of the process's anonymous mappings that were advised huge pages (VmFlags `hg`)."""
+    advised, size, anonymous = 0.0, 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and ":" not in head[0]:
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            size, anonymous = end - start, len(head) < 6 or head[5] == "[heap]"
+        elif head[0] == "VmFlags:" and anonymous and "hg" in head[1:]:
+            advised += size / 2**20
+    return advised
+
+
+def test_the_server_never_advises_huge_pages_for_its_heap(fake, tmp_path, monkeypatch):
+    """NumPy advised huge pages for every array of 4 MiB or more (the embedder's 31 MB table, big
+    batches); from glibc's heap, that advice outlived the array and khugepaged made freed heap
+    resident again in 2 MiB pieces (26 MB by the end of bench/fuzz.py's 10,000 bodies). The real
+    `ctxwarden serve`, after requests that load the embedder, holds no mapping so advised."""
+    import pytest
+
+    from ctxwarden.proxy.processes import start_replica
+
+    if not Path("/sys/kernel/mm/transparent_hugepage/enabled").exists():
+        pytest.skip("no transparent huge pages in this kernel: nothing can be advised")
+    config = {**fuzz_bodies.CONFIG, "upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None, "retries": 0},
+              "storage": {"path": str(tmp_path / "store")}}
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)  # NumPy's own default, as users run it
+    proxy = start_replica(tmp_path, config)
+    try:
+        messages = [{"role": "user", "content": "Our budget is $4,000 and we fly to Lisbon on 3 May."},
+                    {"role": "assistant", "content": "Noted."},
+                    {"role": "user", "content": "Actually the budget is $6,000. Which hotels fit?"}]
+        r = httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "gpt-4o", "messages": messages}, timeout=60)
+        assert r.status_code == 200
+        assert fake.received, "the request did not reach the upstream"
+        assert proxy.rss_mb() > 0
+        assert _huge_page_advised_mb(proxy.proc.pid) == 0
+    finally:
+        proxy.stop()
+
+
 def test_embeddings_come_back_as_one_float32_array_and_the_cache_keeps_rows_of_its_own():
     """Thousands of tool segments embedded at once never pass through Python floats (as lists they
     peaked at ~3x the memory and took ~2.7x the time), and a cached row is not a view that keeps its
