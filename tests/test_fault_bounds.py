@@ -361,3 +361,25 @@ def test_varied_requests_leave_every_cache_within_bytes(fake, start_proxy):
         assert cache.max_bytes is not None, f"a cache of {len(cache)} entries holds {size / 2**20:.1f} MB, bounded by count only"
         assert size <= 2 * cache.bytes + 2**20, \
             f"a cache sized {cache.bytes / 2**20:.1f} MB holds {size / 2**20:.1f} MB ({len(cache)} entries)"
+
+
+def test_counting_a_megabyte_of_text_makes_no_python_object_per_token():
+    """A 1 MB text's tokens were a list of ~460,000 Python ints (14 MB of CPython's small-object
+    arenas for a moment, the churn that leaves arenas pinned): counted now from one numpy buffer,
+    with the same count."""
+    import tracemalloc
+
+    from ctxwarden.policies.text.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    _, encoding = counter._encoding("gpt-4o")
+    text = fuzz_bodies.big_text("json", 1_000_000, 1)
+    expected = len(encoding.encode(text, disallowed_special=()))
+    tracemalloc.start()
+    try:
+        counted = counter.count_text(text, "gpt-4o")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counted == expected > 400_000
+    assert peak < 2 * 2**20, f"counting held {peak / 2**20:.1f} MB of Python objects at its peak"
