@@ -77,6 +77,8 @@ def _root_logging_kept():
 
 
 class WordLlamaEmbedder(CachedEmbedder):
+    TOKEN_CHUNK = 16_384  # tokens whose table rows are gathered at once: 16 MB at 256 dimensions
+
     def __init__(self, dim: int = 256) -> None:
         super().__init__("wordllama-l2_supercat", dim)
         with _root_logging_kept():  # wordllama calls logging.basicConfig(level=INFO) at import
@@ -84,10 +86,53 @@ class WordLlamaEmbedder(CachedEmbedder):
             from wordllama import WordLlama
 
         self._model = WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True, dim=dim)
-        without_word_cache(self._model.tokenizer)  # native, unbudgeted, and redundant with our vector cache
+        self._tokenizer = self._model.tokenizer
+        without_word_cache(self._tokenizer)  # native, unbudgeted, and redundant with our vector cache
+        self._tokenizer.no_padding()  # each text is pooled on its own (below): padding would only cost
+        self._table = np.ascontiguousarray(self._model.embedding, dtype=np.float32)
 
     def _embed_uncached(self, texts: list[str]) -> np.ndarray:
-        return self._model.embed(texts, norm=True)
+        """wordllama's mean of its table's rows over each text's tokens, unit length: what its own
+        `embed(norm=True)` computes. Computed here because `embed` pads each batch of 64 texts to the
+        longest and gathers every padded token's row at once, a (64, longest, dim) array: a request
+        whose ~1 MB of tools made thousands of segments peaked at 224 MB of live memory (memray) and
+        churned 2 GB through it. Here texts are taken shortest first, in groups whose padded size stays
+        within `TOKEN_CHUNK` tokens (a longer text alone, in pieces), so the transient is bounded
+        whatever the texts and there is little padding; the sums are the same float32 sums `embed`
+        makes (tests/test_embeddings.py compares them)."""
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]  # one text's Python ints at a time
+        lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
+        sums = np.zeros((len(ids), self._table.shape[1]), dtype=np.float32)
+        order = np.argsort(lengths, kind="stable")
+        i = 0
+        while i < len(order):
+            longest = int(lengths[order[i]])
+            if longest > self.TOKEN_CHUNK:  # one long text: summed piece by piece
+                tokens = np.clip(ids[order[i]], 0, self._table.shape[0] - 1)
+                for start in range(0, len(tokens), self.TOKEN_CHUNK):
+                    sums[order[i]] += self._table[tokens[start:start + self.TOKEN_CHUNK]].sum(axis=0, dtype=np.float32)
+                i += 1
+                continue
+            j = i + 1  # the group: as many next texts as fit TOKEN_CHUNK padded to the group's longest
+            while j < len(order) and (j + 1 - i) * int(lengths[order[j]]) <= self.TOKEN_CHUNK:
+                j += 1
+            group = order[i:j]
+            width = max(int(lengths[group[-1]]), 1)
+            padded = np.zeros((len(group), width), dtype=np.int64)
+            mask = np.zeros((len(group), width), dtype=np.float32)
+            for row, text in enumerate(group):
+                padded[row, :lengths[text]] = ids[text]
+                mask[row, :lengths[text]] = 1.0
+            np.clip(padded, 0, self._table.shape[0] - 1, out=padded)
+            rows = self._table[padded]
+            rows *= mask[..., np.newaxis]
+            sums[group] = rows.sum(axis=1, dtype=np.float32)
+            i = j
+        sums /= np.maximum(lengths, 1).astype(np.float32)[:, np.newaxis]
+        with np.errstate(invalid="ignore", divide="ignore"):  # a text with no token: NaN, as `embed` gives
+            sums /= np.linalg.norm(sums, axis=1, keepdims=True)
+        return sums
 
 
 class LiteLLMEmbedder(CachedEmbedder):
