@@ -144,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
                           f"{raw[:120]!r}", flush=True)
                 rss["last"] = now
             if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
-                print(f"  RSS after {done} bodies: {settled_rss(proxy):.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it)"
+                rss["marked"] = settled_rss(proxy)  # the end's reading too, when the last body is a mark: before a probe
+                print(f"  RSS after {done} bodies: {rss['marked']:.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it)"
                       + (f" (Chroma server: {chroma.rss_mb():.0f} MB)" if chroma else ""), flush=True)
                 if args.probe:
                     probe(proxy, Path(args.probe), done)
@@ -161,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
         warm_up(client)
         rss["start"] = settled_rss(proxy)
         send()
-        rss["end"] = settled_rss(proxy)
+        # a probe at the last mark allocates while it counts: the end is the mark's reading, taken before it
+        rss["end"] = rss["marked"] if args.probe and args.rss_every and args.examples % args.rss_every == 0 \
+            else settled_rss(proxy)
         after = client.post("/v1/chat/completions", json=fuzz_bodies.VALID)
         failures = policy_failures(client)
     finally:
