@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     by_api: dict[str, list[float]] = {}
     slow: Counter[str] = Counter()  # answered after more than --timeout s: a hang too
     rss: dict[str, float] = {}
+    marks: dict[int, float] = {}  # bodies sent → RSS at rest then (--rss-every)
 
     @seed(args.seed)
     @settings(max_examples=args.examples, deadline=None, database=None, phases=[Phase.generate],
@@ -144,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
                           f"{raw[:120]!r}", flush=True)
                 rss["last"] = now
             if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
-                rss["marked"] = settled_rss(proxy)  # the end's reading too, when the last body is a mark: before a probe
-                print(f"  RSS after {done} bodies: {rss['marked']:.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it)"
+                marks[done] = settled_rss(proxy)
+                print(f"  RSS after {done} bodies: {marks[done]:.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it)"
                       + (f" (Chroma server: {chroma.rss_mb():.0f} MB)" if chroma else ""), flush=True)
                 if args.probe:
                     probe(proxy, Path(args.probe), done)
@@ -162,9 +163,10 @@ def run(args: argparse.Namespace) -> int:
         warm_up(client)
         rss["start"] = settled_rss(proxy)
         send()
-        # a probe at the last mark allocates while it counts: the end is the mark's reading, taken before it
-        rss["end"] = rss["marked"] if args.probe and args.rss_every and args.examples % args.rss_every == 0 \
-            else settled_rss(proxy)
+        # when the last body was a mark, the end is that mark's reading: taken before its probe, which
+        # allocates while it counts
+        sent = sum(map(len, took.values()))
+        rss["end"] = marks[sent] if sent in marks else settled_rss(proxy)
         after = client.post("/v1/chat/completions", json=fuzz_bodies.VALID)
         failures = policy_failures(client)
     finally:

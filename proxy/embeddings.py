@@ -99,17 +99,17 @@ class WordLlamaEmbedder(CachedEmbedder):
         churned 2 GB through it. Here texts are taken shortest first, in groups whose padded size stays
         within `TOKEN_CHUNK` tokens (a longer text alone, in pieces), so the transient is bounded
         whatever the texts and there is little padding; the sums are the same float32 sums `embed`
-        makes (tests/test_embeddings.py compares them)."""
+        makes (tests/test_embeddings_memory.py compares them)."""
         encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
-        ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]  # one text's Python ints at a time
+        last = self._table.shape[0] - 1  # ids past the table are clipped to it, as `embed` does
+        ids = [np.clip(np.asarray(e.ids, dtype=np.int64), 0, last) for e in encodings]  # one text's ints at a time
         lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
         sums = np.zeros((len(ids), self._table.shape[1]), dtype=np.float32)
         order = np.argsort(lengths, kind="stable")
         i = 0
         while i < len(order):
-            longest = int(lengths[order[i]])
-            if longest > self.TOKEN_CHUNK:  # one long text: summed piece by piece
-                tokens = np.clip(ids[order[i]], 0, self._table.shape[0] - 1)
+            if lengths[order[i]] > self.TOKEN_CHUNK:  # one long text: summed piece by piece
+                tokens = ids[order[i]]
                 for start in range(0, len(tokens), self.TOKEN_CHUNK):
                     sums[order[i]] += self._table[tokens[start:start + self.TOKEN_CHUNK]].sum(axis=0, dtype=np.float32)
                 i += 1
@@ -124,7 +124,6 @@ class WordLlamaEmbedder(CachedEmbedder):
             for row, text in enumerate(group):
                 padded[row, :lengths[text]] = ids[text]
                 mask[row, :lengths[text]] = 1.0
-            np.clip(padded, 0, self._table.shape[0] - 1, out=padded)
             rows = self._table[padded]
             rows *= mask[..., np.newaxis]
             sums[group] = rows.sum(axis=1, dtype=np.float32)
