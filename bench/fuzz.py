@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fuzz.py [--examples 10000] [--big-share 0.05] [--timeout 10] [--seed 0]
                                    [--rss-at 1000] [--rss-budget 80] [--rss-every 1000] [--config YAML] [--chroma-server]
-                                   [--probe DIR]
+                                   [--probe DIR [--trim-at-marks]] [--settle S] [--skip-sites a,b]
     .venv/bin/python bench/fuzz.py --quick    # 1,000 bodies (~1 min on 2 CPUs); RSS printed, not judged
 
 Starts the fake upstream (it speaks all three APIs) and the proxy (`ctxwarden serve`: uvicorn in a
@@ -57,12 +57,12 @@ def warm_up(client: httpx.Client) -> None:
                         headers={b"content-type": b"application/json", **fuzz_bodies.API_HEADERS[api]})
 
 
-def settled_rss(proxy) -> float:
+def settled_rss(proxy, settle_s: float = SETTLE_S) -> float:
     """The proxy's RSS at rest: a second after the last answer (the work a request leaves running,
     archive and memory writes, has ended and its big strings are freed), the least of three readings.
     Read right after a body, RSS also holds that body's transient copies (measured: 709 MB right
     after body 8,000 of one run, 490 MB after body 9,000): a high-water mark, not what is kept."""
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     readings = []
     for _ in range(3):
         readings.append(proxy.rss_mb())
@@ -87,6 +87,8 @@ def policy_failures(client: httpx.Client) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.skip_sites:  # which big fields the growth comes from: leave some out
+        fuzz_bodies.BIG_SITES = tuple(s for s in fuzz_bodies.BIG_SITES if s not in args.skip_sites.split(","))
     fake, fake_url = start_fake()
     config = {**fuzz_bodies.CONFIG, "upstream": {"retries": 0, "anthropic": {"base_url": f"{fake_url}/v1", "api_key_env": None}}}
     if args.config:
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
             by_api.setdefault(api, []).append(took[site][-1])
             done = sum(map(len, took.values()))
             if done == args.rss_at:
-                rss["mark"] = settled_rss(proxy)
+                rss["mark"] = settled_rss(proxy, args.settle)
             if args.rss_jumps:  # which bodies leave RSS higher: the body's API, big-field site and size
                 now = proxy.rss_mb()
                 if now - rss.get("last", now) >= args.rss_jumps:
@@ -145,11 +147,19 @@ def run(args: argparse.Namespace) -> int:
                           f"{raw[:120]!r}", flush=True)
                 rss["last"] = now
             if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
-                marks[done] = settled_rss(proxy)
+                marks[done] = settled_rss(proxy, args.settle)
                 print(f"  RSS after {done} bodies: {marks[done]:.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it)"
                       + (f" (Chroma server: {chroma.rss_mb():.0f} MB)" if chroma else ""), flush=True)
                 if args.probe:
                     probe(proxy, Path(args.probe), done)
+                if args.probe and args.trim_at_marks:  # how much of it malloc_trim(0) would give back now
+                    trim_log = Path(args.probe) / "trim.txt"
+                    lines = len(trim_log.read_text().splitlines()) if trim_log.exists() else 0
+                    os.kill(proxy.proc.pid, signal.SIGUSR2)
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline and (not trim_log.exists() or len(trim_log.read_text().splitlines()) <= lines):
+                        time.sleep(0.2)
+                    print(f"  after malloc_trim(0): {proxy.rss_mb():.0f} MB", flush=True)
         statuses[(api, r.status_code)] += 1
         if took[site][-1] > args.timeout:  # answered, but later than --timeout in all (httpx's timeout is per read)
             slow[api] += 1
@@ -161,12 +171,12 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         warm_up(client)
-        rss["start"] = settled_rss(proxy)
+        rss["start"] = settled_rss(proxy, args.settle)
         send()
         # when the last body was a mark, the end is that mark's reading: taken before its probe, which
         # allocates while it counts
         sent = sum(map(len, took.values()))
-        rss["end"] = marks[sent] if sent in marks else settled_rss(proxy)
+        rss["end"] = marks[sent] if sent in marks else settled_rss(proxy, args.settle)
         after = client.post("/v1/chat/completions", json=fuzz_bodies.VALID)
         failures = policy_failures(client)
     finally:
@@ -228,6 +238,10 @@ def main() -> int:
                         help="at each --rss-every mark the proxy writes what holds its memory to DIR (bench/memory_probe.py: "
                              "mappings, CPython's allocator, glibc's heap, Python objects by type, every LRU); the probes' "
                              "own allocations raise the RSS figures of such a run")
+    parser.add_argument("--settle", type=float, default=SETTLE_S, help="seconds of rest before RSS is read at a mark")
+    parser.add_argument("--skip-sites", default="", help="big-field sites left out, comma-separated (fuzz_bodies.BIG_SITES)")
+    parser.add_argument("--trim-at-marks", action="store_true",
+                        help="with --probe: after each mark's probe the proxy runs malloc_trim(0); RSS after it is printed")
     parser.add_argument("--quick", action="store_true", help="1,000 bodies, RSS marked at 300 and not judged")
     args = parser.parse_args()
     if args.quick:

@@ -65,6 +65,35 @@ def mallinfo() -> str:
             f"{m.uordblks / 2**20:.1f} MB, free in heap {m.fordblks / 2**20:.1f} MB")
 
 
+def arenas() -> list[str]:
+    """glibc's own account per arena (malloc_info's XML): each arena's system bytes, what its bins
+    hold free, and the rest of its free bytes, its top chunk: free() gives a thread arena's top
+    back only past the trim threshold, and malloc_trim(0) does not touch it."""
+    import os
+    import re
+    import tempfile
+
+    libc = _libc()
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    fd, path = tempfile.mkstemp(suffix=".xml")
+    os.close(fd)
+    fp = libc.fopen(path.encode(), b"w")
+    libc.malloc_info(0, fp)
+    libc.fclose(fp)
+    xml = Path(path).read_text()
+    os.unlink(path)
+    lines = []
+    for nr, body in re.findall(r'<heap nr="(\d+)">(.*?)</heap>', xml, re.S):
+        fast = sum(int(x) for x in re.findall(r'<total type="fast" count="\d+" size="(\d+)"', body))
+        rest = sum(int(x) for x in re.findall(r'<total type="rest" count="\d+" size="(\d+)"', body))
+        current = sum(int(x) for x in re.findall(r'<system type="current" size="(\d+)"', body))
+        lines.append(f"arena {nr}: system {current / 2**20:.1f} MB, free in bins {(fast + rest) / 2**20:.1f} MB")
+    return lines
+
+
 _SHARED = ("ctxwarden.proxy.", "chromadb", "wordllama", "tiktoken", "threading", "concurrent", "asyncio", "logging")
 
 
@@ -170,16 +199,20 @@ def _probe(directory: Path) -> None:
         current, peak = tracemalloc.get_traced_memory()
         lines.append(f"tracemalloc: current {current / 2**20:.1f} MB, peak {peak / 2**20:.1f} MB")
         tracemalloc.take_snapshot().dump(str(directory / f"snap-{n}.pickle"))
-    lines += smaps() + pymalloc() + census()
+    lines += arenas() + smaps() + pymalloc() + census()
     lines += ["LRUs (largest first):", *lru_report(), "functools.lru_cache:", *lru_cache_report()]
     (directory / f"probe-{n}.txt").write_text("\n".join(lines) + "\n")
 
 
 def trim(directory: Path) -> None:
+    """A full collection (cyclic garbage a big request left, e.g. an exception's frames holding its
+    body, waits for the collector's oldest generation), then malloc_trim(0); RSS after each."""
     before = rss_mb()
+    found = gc.collect()
+    collected = rss_mb()
     _libc().malloc_trim(0)
     with open(directory / "trim.txt", "a") as out:
-        out.write(f"malloc_trim: rss {before:.1f} -> {rss_mb():.1f} MB\n")
+        out.write(f"gc.collect: {found} objects, rss {before:.1f} -> {collected:.1f} MB; malloc_trim: -> {rss_mb():.1f} MB\n")
 
 
 def install(directory: str, frames: int = 0) -> None:
