@@ -87,7 +87,10 @@ class ToolsPolicy(SearchTool, BasePolicy):
     name = "tools"
     Config = ToolsConfig
     MAX_TOOL_SETS = 256  # ToolSetIndex objects kept (one per distinct tool set, tenant and embedder)
-    MAX_TOOL_SET_BYTES = 16 * 2**20  # …and their bytes (500 tools with vectors: ~2.5 MB with their postings)
+    # …and their bytes: an MCP catalog of 525 tools is ~4.8 MB (2,428 vectors, names, postings). At the
+    # default budget (server.cache_mb 128) this share is ~12.7 MB: two or three such catalogs. At 16 MB
+    # it was 4.7 MB, the index did not fit, and every step rebuilt it (selection ~2 → ~200 ms).
+    MAX_TOOL_SET_BYTES = 48 * 2**20
     MAX_QUERY_VECTORS = 4096  # query texts embedded (the task's text repeats on every step) …
     MAX_QUERY_VECTOR_BYTES = 4 * 2**20  # …and their bytes
     EMBED_CHUNK = 32  # tools asked of the catalog at once (the budget is checked between two asks)
@@ -101,8 +104,10 @@ class ToolsPolicy(SearchTool, BasePolicy):
         self.loadouts = Loadouts(config.max_sessions, config.session_ttl_s)
         self.session_states = self.loadouts.states  # carried between replicas by a shared state backend
         self.usage = UsageStats()
+        # keep_one: a tool set bigger than the share is still kept while it is the one in use (an agent
+        # sends the same catalog at every step; rebuilding it reads every tool's vectors again)
         self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS, max_bytes=self.MAX_TOOL_SET_BYTES,
-                                                                 sizeof=lambda _, index: index.nbytes)
+                                                                 sizeof=lambda _, index: index.nbytes, keep_one=True)
         self._warming: dict[tuple[str, str], threading.Event] = {}  # (tool set, tenant) embedded in the background
         self._warming_lock = threading.Lock()
         self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(

@@ -1,0 +1,93 @@
+"""A real MCP catalog under the default cache budget: its index is built once, not at every step.
+
+With `server.cache_mb` at its default (128), each byte-bounded cache gets a share of it. The index of
+LiveMCPBench's 525 tools (2,428 vectors of 256 floats, with its lexical postings) is ~4.8 MB; its
+share was 4.7 MB, so the LRU refused it and every request rebuilt it, reading each tool's vectors
+back from the catalog (or Chroma): selection went from ~2 ms to ~200 ms a request on that catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ctxwarden.policies.cache import set_cache_budget
+from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy
+from ctxwarden.proxy.config import ServerConfig
+from tests.test_tools_policy import exchange, policy, user
+from tests.tools_fixtures import CountingEmbedder
+from tests.test_tools_policy import _WORDLLAMA
+
+CATALOG = Path(__file__).resolve().parents[1] / "bench" / "data" / "mcp_catalog" / "catalog.json"
+
+
+def mcp_tools() -> list[dict[str, Any]]:
+    """The catalog as a client sends it, parsed afresh (as each request's body is)."""
+    servers = json.loads(CATALOG.read_text())["servers"]
+    return [{"type": "function", "function": {"name": t["call_name"], "description": t.get("description", ""),
+                                              "parameters": t.get("input_schema") or {"type": "object", "properties": {}}}}
+            for s in servers for t in s["tools"]]
+
+
+def default_budget() -> None:
+    set_cache_budget(int(ServerConfig().cache_mb * 2**20))  # what `create_app` does for a default server
+
+
+def counting_catalog(p: ToolsPolicy) -> list[int]:
+    """Each call of the catalog (what building an index reads), by the number of tools asked for."""
+    calls: list[int] = []
+    inner = p.catalog.vectors
+
+    def vectors(keys, *args, **kwargs):
+        calls.append(len(keys))
+        return inner(keys, *args, **kwargs)
+
+    p.catalog.vectors = vectors  # type: ignore[method-assign]
+    return calls
+
+
+async def test_the_index_of_a_525_tool_mcp_catalog_is_kept_between_steps_under_the_default_budget(tmp_path):
+    default_budget()
+    tools = mcp_tools()
+    assert len(tools) == 525
+    p = policy(tmp_path, store=None, budget_ms=None)
+    calls = counting_catalog(p)
+    await p.on_request(exchange(user("Plot the price history of AAPL for the last month"), tools, session="a"))
+    built = sum(calls)
+    assert built == 525  # the first step builds it
+    for step, text in enumerate(["Now fetch the latest news about Apple", "Write the summary to report.md"]):
+        ex = exchange(user(text), mcp_tools(), session="a")
+        await p.on_request(ex)
+        assert len(ex.tools) < len(tools)  # selected (the index was usable)
+    assert sum(calls) == built, "a later step rebuilt the catalog's index"
+
+
+async def test_a_catalog_that_gains_one_tool_embeds_only_that_tool_under_the_default_budget(tmp_path):
+    default_budget()
+    tools = mcp_tools()
+    embedder = CountingEmbedder(_WORDLLAMA)
+    p = policy(tmp_path, embedder=embedder, store=None, budget_ms=None)
+    await p.on_request(exchange(user("Plot the price history of AAPL"), tools))
+    first = sum(map(len, embedder.calls))
+    added = {"type": "function", "function": {"name": "weather__forecast", "description": "Forecast for a city",
+                                              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    embedder.calls.clear()
+    await p.on_request(exchange(user("And the weather in Oslo?"), [*mcp_tools(), added]))
+    texts = [t for call in embedder.calls for t in call]
+    assert first > 1000 and 0 < len(texts) <= 10, f"{len(texts)} texts embedded again for one new tool"
+
+
+async def test_a_catalog_bigger_than_its_share_is_still_kept_while_it_is_the_one_in_use(tmp_path):
+    from ctxwarden.policies.cache import NOMINAL_CACHE_BYTES
+
+    set_cache_budget(NOMINAL_CACHE_BYTES // 100)  # a tiny budget: the index share is ~0.5 MB, the index ~4.8 MB
+    p = policy(tmp_path, store=None, budget_ms=None)
+    calls = counting_catalog(p)
+    for text in ["Plot the price history of AAPL", "Now fetch the latest news about Apple"]:
+        await p.on_request(exchange(user(text), mcp_tools(), session="b"))
+    assert sum(calls) == 525
+    assert p._indexes.bytes > p._indexes.max_bytes  # kept over its share: the one in use
+    small = [{"type": "function", "function": {"name": f"tool_{i}", "description": f"Does thing number {i}"}} for i in range(40)]
+    big = set(p._indexes._items)
+    await p.on_request(exchange(user("Do thing 3"), small, session="c"))
+    assert sum(calls) == 525 + 40 and len(p._indexes) == 1 and set(p._indexes._items) != big  # the big one made room
