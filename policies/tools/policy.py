@@ -89,7 +89,8 @@ class ToolsPolicy(SearchTool, BasePolicy):
     MAX_TOOL_SETS = 256  # ToolSetIndex objects kept (one per distinct tool set, tenant and embedder)
     # …and their bytes: an MCP catalog of 525 tools is ~4.8 MB (2,428 vectors, names, postings). At the
     # default budget (server.cache_mb 128) this share is ~12.7 MB: two or three such catalogs. At 16 MB
-    # it was 4.7 MB, the index did not fit, and every step rebuilt it (selection ~2 → ~200 ms).
+    # it was 4.7 MB, the index did not fit, and every step rebuilt it (selection ~2 → ~200 ms). A bigger
+    # tool set is still rebuilt at every request (memory stays within the budget): logged once.
     MAX_TOOL_SET_BYTES = 48 * 2**20
     MAX_QUERY_VECTORS = 4096  # query texts embedded (the task's text repeats on every step) …
     MAX_QUERY_VECTOR_BYTES = 4 * 2**20  # …and their bytes
@@ -104,10 +105,9 @@ class ToolsPolicy(SearchTool, BasePolicy):
         self.loadouts = Loadouts(config.max_sessions, config.session_ttl_s)
         self.session_states = self.loadouts.states  # carried between replicas by a shared state backend
         self.usage = UsageStats()
-        # keep_one: a tool set bigger than the share is still kept while it is the one in use (an agent
-        # sends the same catalog at every step; rebuilding it reads every tool's vectors again)
         self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS, max_bytes=self.MAX_TOOL_SET_BYTES,
-                                                                 sizeof=lambda _, index: index.nbytes, keep_one=True)
+                                                                 sizeof=lambda _, index: index.nbytes)
+        self._warned_uncached = False
         self._warming: dict[tuple[str, str], threading.Event] = {}  # (tool set, tenant) embedded in the background
         self._warming_lock = threading.Lock()
         self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(
@@ -360,7 +360,17 @@ class ToolsPolicy(SearchTool, BasePolicy):
         index.facts = facts
         if degraded is None:  # a degraded index is rebuilt next time, when the embedder may be back
             self._indexes.put(cache_key, index)
+            self._warn_if_uncached(index)
         return index, report, degraded
+
+    def _warn_if_uncached(self, index: ToolSetIndex) -> None:
+        """A tool set whose index is bigger than its cache share is rebuilt at every request (its
+        vectors read again: ~200 ms for 525 tools from Chroma). Said once per process, with the fix."""
+        share = self._indexes.max_bytes or 0
+        if index.nbytes > share and not self._warned_uncached:
+            self._warned_uncached = True
+            log.warning("tools: the index of a %d-tool set (%.1f MB) exceeds its cache share (%.1f MB) and is rebuilt at "
+                        "every request; raise server.cache_mb", len(index.names), index.nbytes / 2**20, share / 2**20)
 
     def _vectors(self, keys: list[str], facts: list, tenant: str | None, deadline: Deadline) -> tuple[list, CatalogReport]:
         """The catalog's vectors, EMBED_CHUNK tools at a time: hundreds of tools never seen stop at the
