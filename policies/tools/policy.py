@@ -35,7 +35,7 @@ from .facts import FactsCache
 from .loadout import CALLED, CLIENT, COMPACTION, FULL, GROW, REQUEST, ListChange, Loadout, Loadouts, extend
 from .query import QueryPart, QueryWeights, agent_query, describe, weighted_terms
 from .ranking import ToolSetIndex, Weights
-from .report import report_selection
+from .report import report_selection, warn_if_uncached
 from .restart import restart_list
 from .finder import SearchTool
 from .selection import (Selection, ToolChoice, adaptive_relevant, by_name, called_tool_names, client_order,
@@ -360,17 +360,9 @@ class ToolsPolicy(SearchTool, BasePolicy):
         index.facts = facts
         if degraded is None:  # a degraded index is rebuilt next time, when the embedder may be back
             self._indexes.put(cache_key, index)
-            self._warn_if_uncached(index)
+            self._warned_uncached = warn_if_uncached(index, self._indexes.max_bytes or 0, self._warned_uncached)
         return index, report, degraded
 
-    def _warn_if_uncached(self, index: ToolSetIndex) -> None:
-        """A tool set whose index is bigger than its cache share is rebuilt at every request (its
-        vectors read again: ~200 ms for 525 tools from Chroma). Said once per process, with the fix."""
-        share = self._indexes.max_bytes or 0
-        if index.nbytes > share and not self._warned_uncached:
-            self._warned_uncached = True
-            log.warning("tools: the index of a %d-tool set (%.1f MB) exceeds its cache share (%.1f MB) and is rebuilt at "
-                        "every request; raise server.cache_mb", len(index.names), index.nbytes / 2**20, share / 2**20)
 
     def _vectors(self, keys: list[str], facts: list, tenant: str | None, deadline: Deadline) -> tuple[list, CatalogReport]:
         """The catalog's vectors, EMBED_CHUNK tools at a time: hundreds of tools never seen stop at the
