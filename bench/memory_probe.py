@@ -15,8 +15,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import gc
+import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 import tracemalloc
 import types
@@ -66,13 +69,9 @@ def mallinfo() -> str:
 
 
 def arenas() -> list[str]:
-    """glibc's own account per arena (malloc_info's XML): each arena's system bytes, what its bins
-    hold free, and the rest of its free bytes, its top chunk: free() gives a thread arena's top
-    back only past the trim threshold, and malloc_trim(0) does not touch it."""
-    import os
-    import re
-    import tempfile
-
+    """glibc's own account per arena (malloc_info's XML): each arena's system bytes and what its bins
+    hold free (what is neither in use nor in the bins is its top chunk: free() gives a thread arena's
+    top back only past the trim threshold, and malloc_trim(0) does not touch it)."""
     libc = _libc()
     libc.fopen.restype = ctypes.c_void_p
     libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
@@ -302,9 +301,6 @@ def smaps() -> list[str]:
 def pymalloc() -> list[str]:
     """CPython's small-object allocator (sys._debugmallocstats, written to stderr): the arenas it
     holds and how much of them live blocks fill; the rest is held by pools a live object pins."""
-    import os
-    import tempfile
-
     with tempfile.TemporaryFile("w+") as out:
         saved = os.dup(2)
         os.dup2(out.fileno(), 2)

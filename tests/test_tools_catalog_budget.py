@@ -11,12 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ctxwarden.policies.cache import set_cache_budget
-from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy
+from ctxwarden.policies.cache import NOMINAL_CACHE_BYTES, set_cache_budget
+from ctxwarden.policies.tools.policy import ToolsPolicy
 from ctxwarden.proxy.config import ServerConfig
-from tests.test_tools_policy import exchange, policy, user
+from tests.test_tools_policy import _WORDLLAMA, exchange, policy, user
 from tests.tools_fixtures import CountingEmbedder
-from tests.test_tools_policy import _WORDLLAMA
 
 CATALOG = Path(__file__).resolve().parents[1] / "bench" / "data" / "mcp_catalog" / "catalog.json"
 
@@ -55,7 +54,7 @@ async def test_the_index_of_a_525_tool_mcp_catalog_is_kept_between_steps_under_t
     await p.on_request(exchange(user("Plot the price history of AAPL for the last month"), tools, session="a"))
     built = sum(calls)
     assert built == 525  # the first step builds it
-    for step, text in enumerate(["Now fetch the latest news about Apple", "Write the summary to report.md"]):
+    for text in ["Now fetch the latest news about Apple", "Write the summary to report.md"]:
         ex = exchange(user(text), mcp_tools(), session="a")
         await p.on_request(ex)
         assert len(ex.tools) < len(tools)  # selected (the index was usable)
@@ -78,8 +77,6 @@ async def test_a_catalog_that_gains_one_tool_embeds_only_that_tool_under_the_def
 
 
 async def test_a_catalog_bigger_than_its_share_is_said_once_with_the_setting_that_fixes_it(tmp_path, caplog):
-    from ctxwarden.policies.cache import NOMINAL_CACHE_BYTES
-
     set_cache_budget(NOMINAL_CACHE_BYTES // 100)  # a tiny budget: the index share is ~0.5 MB, the index ~4.8 MB
     p = policy(tmp_path, store=None, budget_ms=None)
     calls = counting_catalog(p)

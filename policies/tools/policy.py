@@ -35,7 +35,7 @@ from .facts import FactsCache
 from .loadout import CALLED, CLIENT, COMPACTION, FULL, GROW, REQUEST, ListChange, Loadout, Loadouts, extend
 from .query import QueryPart, QueryWeights, agent_query, describe, weighted_terms
 from .ranking import ToolSetIndex, Weights
-from .report import report_selection, warn_if_uncached
+from .report import report_selection, warn_uncached
 from .restart import restart_list
 from .finder import SearchTool
 from .selection import (Selection, ToolChoice, adaptive_relevant, by_name, called_tool_names, client_order,
@@ -360,9 +360,10 @@ class ToolsPolicy(SearchTool, BasePolicy):
         index.facts = facts
         if degraded is None:  # a degraded index is rebuilt next time, when the embedder may be back
             self._indexes.put(cache_key, index)
-            self._warned_uncached = warn_if_uncached(index, self._indexes.max_bytes or 0, self._warned_uncached)
+            if not self._warned_uncached and self._indexes.get(cache_key) is None:  # refused: bigger than its share
+                self._warned_uncached = True
+                warn_uncached(index, self._indexes.max_bytes or 0)
         return index, report, degraded
-
 
     def _vectors(self, keys: list[str], facts: list, tenant: str | None, deadline: Deadline) -> tuple[list, CatalogReport]:
         """The catalog's vectors, EMBED_CHUNK tools at a time: hundreds of tools never seen stop at the

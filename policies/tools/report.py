@@ -7,8 +7,8 @@ import logging
 
 from ..base import BasePolicy, Exchange
 from ..messages import Tool
-from .selection import Selection
 from .ranking import ToolSetIndex
+from .selection import Selection
 from .text import tool_name
 
 log = logging.getLogger("ctxwarden.tools")
@@ -46,11 +46,8 @@ def report_selection(policy: BasePolicy, ex: Exchange, tools: list[Tool], s: Sel
             metrics.record("ctxwarden.tools.relevance", score, model=ex.model)
 
 
-def warn_if_uncached(index: ToolSetIndex, share: int, warned: bool) -> bool:
+def warn_uncached(index: ToolSetIndex, share: int) -> None:
     """A tool set whose index is bigger than its cache share is rebuilt at every request (its vectors
-    read again: ~200 ms for 525 tools from Chroma). Said once per process, with the fix; True once said."""
-    if index.nbytes > share and not warned:
-        log.warning("tools: the index of a %d-tool set (%.1f MB) exceeds its cache share (%.1f MB) and is rebuilt at "
-                    "every request; raise server.cache_mb", len(index.names), index.nbytes / 2**20, share / 2**20)
-        return True
-    return warned
+    read again: ~200 ms for 525 tools from Chroma): said with the setting that fixes it (once per process)."""
+    log.warning("tools: the index of a %d-tool set (%.1f MB) exceeds its cache share (%.1f MB) and is rebuilt at "
+                "every request; raise server.cache_mb", len(index.names), index.nbytes / 2**20, share / 2**20)
