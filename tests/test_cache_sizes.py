@@ -13,7 +13,8 @@ def test_wide_tool_text_counts_as_stored():
     (facts,) = FactsCache().facts([tool])
     held = sys.getsizeof(facts.text.document) + sys.getsizeof(facts.text.lexical)
     terms = sum(sys.getsizeof(t) + sys.getsizeof(n) for t, n in facts.lexical.counts.items())
-    assert _facts_size(facts.key, facts) >= held + terms
+    assert _facts_size(facts.key, facts.text, facts.lexical) >= held + terms
+    assert facts.nbytes >= held + terms
 
 
 def test_held_bytes_counts_strings_as_stored_and_containers():
@@ -21,3 +22,28 @@ def test_held_bytes_counts_strings_as_stored_and_containers():
     assert held_bytes("\U0001F600" * 1000) >= 4000
     assert held_bytes({"a": ["b" * 500, ("c" * 500,)], "d": frozenset({"e" * 500})}) >= 1500
     assert held_bytes(12345) == 24
+
+
+def _stored(facts) -> int:
+    """What one tool's facts hold, measured by CPython itself: its texts and its term counts."""
+    text = facts.text
+    strings = [text.document, text.lexical, *text.segments, *(t for t in facts.lexical.counts)]
+    return sum(map(sys.getsizeof, strings)) + sys.getsizeof(facts.lexical.counts)
+
+
+def test_a_tool_set_index_counts_the_facts_it_keeps_alive():
+    """The index keeps every tool's facts (for token counts) whatever the facts cache evicts; it was
+    counted at 2 KB a tool, and two indexes of 600 tools with 2 KB descriptions of distinct words held
+    41 MB where their LRU counted 12."""
+    import random
+
+    from ctxwarden.policies.tools.ranking import ToolSetIndex
+
+    rng = random.Random(0)
+    words = [f"w{rng.randrange(10**9)}" for _ in range(40_000)]
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": " ".join(rng.choices(words, k=300)),
+                                               "parameters": {"type": "object", "properties": {}}}} for i in range(200)]
+    facts = FactsCache().facts(tools)
+    index = ToolSetIndex.build([f.text.name for f in facts], [f.lexical for f in facts], None)
+    index.facts, index.facts_bytes = facts, sum(f.nbytes for f in facts)
+    assert index.nbytes >= sum(map(_stored, facts))

@@ -19,6 +19,11 @@ class ToolFacts:
     text: ToolText
     lexical: LexicalDoc
     tokens: dict[str, int] = field(default_factory=dict)  # model → tokens of the definition
+    held: int = 0  # bytes its texts and term counts hold (`_facts_size`), computed once
+
+    @property
+    def nbytes(self) -> int:
+        return self.held + 100 * len(self.tokens)
 
     def token_count(self, model: str, count: Callable[[str], int]) -> int:
         n = self.tokens.get(model)
@@ -30,16 +35,15 @@ class ToolFacts:
 FACTS_BYTES = 8 * 2**20  # a definition's facts: ~2-10 KB (a 64-KB tool name: ~400 KB)
 
 
-def _facts_size(key: str, facts: ToolFacts) -> int:
-    """Its texts as CPython stores them (the lexical copy too), its term counts and token counts.
-    Counted in characters and 80 bytes a term, the cache held ~2.9x its bound (fuzzed tools)."""
-    text = facts.text
-    return 600 + held_bytes((key, text.name, text.document, text.segments, text.lexical, facts.lexical.counts, facts.tokens))
+def _facts_size(key: str, text: ToolText, lexical: LexicalDoc) -> int:
+    """Its texts as CPython stores them (the lexical copy too) and its term counts. Counted in
+    characters and 80 bytes a term, the cache held ~2.9x its bound (fuzzed tools)."""
+    return 600 + held_bytes((key, text.name, text.document, text.segments, text.lexical, lexical.counts))
 
 
 class FactsCache:
     def __init__(self, max_entries: int = 20_000, max_bytes: int = FACTS_BYTES) -> None:
-        self._items: LRU[str, ToolFacts] = LRU(max_entries, max_bytes=max_bytes, sizeof=_facts_size)
+        self._items: LRU[str, ToolFacts] = LRU(max_entries, max_bytes=max_bytes, sizeof=lambda _, facts: facts.nbytes)
 
     def facts(self, tools: list[Tool]) -> list[ToolFacts]:
         out = []
@@ -48,7 +52,8 @@ class FactsCache:
             hit = self._items.get(key)
             if hit is None:
                 text = describe_tool(tool)
-                hit = ToolFacts(key, text, LexicalDoc.of(text))
+                lexical = LexicalDoc.of(text)
+                hit = ToolFacts(key, text, lexical, held=_facts_size(key, text, lexical))
                 self._items.put(key, hit)
             out.append(hit)
         return out
