@@ -1,8 +1,8 @@
 """A real MCP catalog under the default cache budget: its index is built once, not at every step.
 
 With `server.cache_mb` at its default (128), each byte-bounded cache gets a share of it. The index of
-LiveMCPBench's 525 tools (2,428 vectors of 256 floats, with its lexical postings) is ~4.8 MB; its
-share was 4.7 MB, so the LRU refused it and every request rebuilt it, reading each tool's vectors
+LiveMCPBench's 525 tools (2,428 vectors of 256 floats, its lexical postings and the tools' facts) counts
+~6.5 MB (it was counted as ~4.8 MB, the facts at 2 KB a tool); its share was 4.7 MB, so the LRU refused it and every request rebuilt it, reading each tool's vectors
 back from the catalog (or Chroma): selection went from ~2 ms to ~200 ms a request on that catalog."""
 
 from __future__ import annotations
@@ -61,6 +61,22 @@ async def test_the_index_of_a_525_tool_mcp_catalog_is_kept_between_steps_under_t
     assert sum(calls) == built, "a later step rebuilt the catalog's index"
 
 
+async def test_two_tenants_on_one_mcp_catalog_each_keep_their_index_under_the_default_budget(tmp_path):
+    """Each tenant has its own index of the catalog (its vectors may differ); alternating steps of two
+    tenants must not evict each other's: an LRU scanned in turn by two entries it cannot both hold
+    never hits, and every step of both would rebuild 525 tools."""
+    default_budget()
+    p = policy(tmp_path, store=None, budget_ms=None)
+    calls = counting_catalog(p)
+    for text in ["Plot the price history of AAPL", "Now fetch the latest news about Apple", "Write the summary"]:
+        for tenant in ("acme", "globex"):
+            ex = exchange(user(text), mcp_tools(), session=tenant)
+            ex.tenant = tenant
+            await p.on_request(ex)
+            assert len(ex.tools) < 525
+    assert sum(calls) == 2 * 525, "a later step rebuilt a tenant's index"
+
+
 async def test_a_catalog_that_gains_one_tool_embeds_only_that_tool_under_the_default_budget(tmp_path):
     default_budget()
     tools = mcp_tools()
@@ -77,7 +93,7 @@ async def test_a_catalog_that_gains_one_tool_embeds_only_that_tool_under_the_def
 
 
 async def test_a_catalog_bigger_than_its_share_is_said_once_with_the_setting_that_fixes_it(tmp_path, caplog):
-    set_cache_budget(NOMINAL_CACHE_BYTES // 100)  # a tiny budget: the index share is ~0.5 MB, the index ~4.8 MB
+    set_cache_budget(NOMINAL_CACHE_BYTES // 100)  # a tiny budget: the index share is ~0.5 MB, the index ~6.5 MB
     p = policy(tmp_path, store=None, budget_ms=None)
     calls = counting_catalog(p)
     with caplog.at_level("WARNING", logger="ctxwarden.tools"):

@@ -87,11 +87,11 @@ class ToolsPolicy(SearchTool, BasePolicy):
     name = "tools"
     Config = ToolsConfig
     MAX_TOOL_SETS = 256  # ToolSetIndex objects kept (one per distinct tool set, tenant and embedder)
-    # …and their bytes: an MCP catalog of 525 tools is ~4.8 MB (2,428 vectors, names, postings). At the
-    # default budget (server.cache_mb 128) this share is ~12.7 MB: two or three such catalogs. At 16 MB
-    # it was 4.7 MB, the index did not fit, and every step rebuilt it (selection ~2 → ~200 ms). A bigger
-    # tool set is still rebuilt at every request (memory stays within the budget): logged once.
-    MAX_TOOL_SET_BYTES = 48 * 2**20
+    # …and their bytes: an MCP catalog of 525 tools counts ~6.5 MB (2,428 vectors, the tools' facts,
+    # postings). At the default budget (server.cache_mb 128) this share is ~16.5 MB: two such indexes (two
+    # tenants on one catalog). At 4.7 MB the index did not fit and every step rebuilt it (~2 → ~200 ms).
+    # A bigger tool set is still rebuilt at every request (memory stays within the budget): logged once.
+    MAX_TOOL_SET_BYTES = 64 * 2**20
     MAX_QUERY_VECTORS = 4096  # query texts embedded (the task's text repeats on every step) …
     MAX_QUERY_VECTOR_BYTES = 4 * 2**20  # …and their bytes
     EMBED_CHUNK = 32  # tools asked of the catalog at once (the budget is checked between two asks)
