@@ -92,6 +92,26 @@ async def test_a_catalog_that_gains_one_tool_embeds_only_that_tool_under_the_def
     assert first > 1000 and 0 < len(texts) <= 10, f"{len(texts)} texts embedded again for one new tool"
 
 
+async def test_a_catalog_that_gains_one_tool_reads_only_that_tool_again_under_the_default_budget(tmp_path, monkeypatch):
+    """Each tool's facts (texts, terms) are kept per definition: a new tool set's index reads only the
+    tools it has not seen. The facts share was smaller than this catalog's facts (~2.2 MB), so the
+    index of one added tool read all 526 again (~57 ms)."""
+    from ctxwarden.policies.tools import facts as facts_module
+
+    default_budget()
+    read: list[str] = []
+    describe = facts_module.describe_tool
+    monkeypatch.setattr(facts_module, "describe_tool", lambda tool: read.append(tool["function"]["name"]) or describe(tool))
+    p = policy(tmp_path, store=None, budget_ms=None)
+    await p.on_request(exchange(user("Plot the price history of AAPL"), mcp_tools()))
+    assert len(read) == 525
+    read.clear()
+    added = {"type": "function", "function": {"name": "weather__forecast", "description": "Forecast for a city",
+                                              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    await p.on_request(exchange(user("And the weather in Oslo?"), [*mcp_tools(), added]))
+    assert read == ["weather__forecast"]
+
+
 async def test_a_catalog_bigger_than_its_share_is_said_once_with_the_setting_that_fixes_it(tmp_path, caplog):
     set_cache_budget(NOMINAL_CACHE_BYTES // 100)  # a tiny budget: the index share is ~0.5 MB, the index ~6.5 MB
     p = policy(tmp_path, store=None, budget_ms=None)
