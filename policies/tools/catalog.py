@@ -25,7 +25,7 @@ log = logging.getLogger("ctxwarden.tools")
 
 CATALOG_VERSION = "v1"  # bump when text.py changes what is embedded
 # Vectors held in memory: ~1-9 KB a tool (1 + up to 8 segments); a 525-tool MCP catalog is ~2.5 MB.
-# At the default budget this share is ~6.4 MB. A share smaller than the catalog an agent sends misses
+# At the default budget this share is ~6 MB. A share smaller than the catalog an agent sends misses
 # on every tool of it (its tools are asked for in the same order each time the tool set changes).
 CATALOG_BYTES = 24 * 2**20
 MAX_PERSISTED = 100_000  # (tenant, embedder, tool) known to be in Chroma: ~200 bytes each
