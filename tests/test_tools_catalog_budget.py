@@ -1,9 +1,9 @@
 """A real MCP catalog under the default cache budget: its index is built once, not at every step.
 
 With `server.cache_mb` at its default (128), each byte-bounded cache gets a share of it. The index of
-LiveMCPBench's 525 tools (2,428 vectors of 256 floats, its lexical postings and the tools' facts) counts
-~6.5 MB (it was counted as ~4.8 MB, the facts at 2 KB a tool); its share was 4.7 MB, so the LRU refused it and every request rebuilt it, reading each tool's vectors
-back from the catalog (or Chroma): selection went from ~2 ms to ~200 ms a request on that catalog."""
+LiveMCPBench's 525 tools (2,428 vectors of 256 floats, its lexical postings and the tools' facts)
+counts ~6.5 MB (it was counted as ~4.8 MB, the facts at 2 KB a tool); its share was 4.7 MB, so the
+LRU refused it and every request rebuilt it, reading each tool's vectors back from the catalog (or Chroma): selection went from ~2 ms to ~200 ms a request on that catalog."""
 
 from __future__ import annotations
 

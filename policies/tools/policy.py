@@ -357,7 +357,7 @@ class ToolsPolicy(SearchTool, BasePolicy):
             except Exception as exc:
                 degraded = f"tool embeddings failed: {type(exc).__name__}: {exc}"
         index = ToolSetIndex.build([f.text.name for f in facts], [f.lexical for f in facts], vectors)
-        index.facts, index.facts_bytes = facts, sum(f.nbytes for f in facts)
+        index.facts = facts
         if degraded is None:  # a degraded index is rebuilt next time, when the embedder may be back
             self._indexes.put(cache_key, index)
             if not self._warned_uncached and self._indexes.get(cache_key) is None:  # refused: bigger than its share

@@ -120,7 +120,6 @@ class ToolSetIndex:
     servers: list[str] = field(default_factory=list)  # server names, by group index
     token_counts: dict[str, np.ndarray] = field(default_factory=dict)  # model → tokens per tool
     facts: list[Any] = field(default_factory=list)  # the tools' ToolFacts (facts.py), same order
-    facts_bytes: int = 0  # what those facts hold: the index keeps them alive whatever the facts cache evicts
     positions: dict[str, int] = field(default_factory=dict)  # name → index of its first tool
     derived: dict[str, Any] = field(default_factory=dict)  # arrays computed from it and kept (policy.py)
 
@@ -151,8 +150,8 @@ class ToolSetIndex:
         fuzzed one of 2 KB random words; counted at 2 KB a tool, two such 600-tool indexes held 41 MB
         where 12 were counted), ~300 bytes a tool of lists, the terms' hits and the postings' bound."""
         arrays = sum(a.nbytes for a in (self.documents, self.segments) if a is not None)
-        return (arrays + 300 * len(self.names) + self.facts_bytes + self.lexical.hits_nbytes
-                + LexicalIndex.MAX_POSTING_BYTES)
+        facts = sum(f.nbytes for f in self.facts)  # kept alive here whatever the facts cache evicts
+        return arrays + 300 * len(self.names) + facts + self.lexical.hits_nbytes + LexicalIndex.MAX_POSTING_BYTES
 
     def relevance(self, query_vector: np.ndarray | None, query_terms: Sequence[str] | Mapping[str, float],
                   weights: Weights) -> np.ndarray:
