@@ -198,6 +198,9 @@ class RequestNotes:
     # (the forwarded message list, its messages' keys): made by the pipeline within the request's memo, so a
     # session's step keys only its new messages; the proxy's prefix watch compares them with the last step's
     forwarded_keys: tuple[list, list[str]] | None = None
+    # (a copy of a message list, the sum of its messages' tokens): left by the policy that made the list, so the
+    # next one to count it (the archive, after history compacted) need not read it again
+    message_tokens: tuple[list, int] | None = None
 
 
 # About 1 ms of tokenizing when nothing is cached yet. Below it, a worker-thread hop (≈0.1 ms with

@@ -47,8 +47,9 @@ def parts_hash(*parts: str | int | None) -> str:
 # The caches' own bounds added up (30 LRUs, two of them the token counter's 8 MB each, 12 memos and the
 # scratchpad's 32 MB of archived text) in a default server after varied traffic (the history policy's
 # 8 MB token LRU is gone); +72 MB since the tools policy's index, catalog and facts shares were raised
-# to hold a 525-tool MCP catalog (two tenants' indexes of it) at the default budget (policies/tools/).
-NOMINAL_CACHE_BYTES = 506 * 2**20
+# to hold a 525-tool MCP catalog (two tenants' indexes of it) at the default budget (policies/tools/);
+# +8 MB for the history policy's per-session fronts (policies/history/forwarded.py).
+NOMINAL_CACHE_BYTES = 514 * 2**20
 _budget = {"scale": 1.0}
 _bounded: weakref.WeakSet = weakref.WeakSet()  # every byte-bounded LRU alive, trimmed when the budget changes
 

@@ -34,13 +34,21 @@ def test_parts_hash_tells_apart_parts_split_differently_and_types():
     assert len(parts_hash("a\ud800b")) == 24  # a lone surrogate (valid in JSON) is hashed, not an error
 
 
-@pytest.mark.parametrize("earlier", [10, 200])
-def test_the_loop_detector_reads_the_same_number_of_rounds_however_long_the_turn(monkeypatch, earlier):
-    read = []
-    original = detect._results_of
-    monkeypatch.setattr(detect, "_results_of", lambda calls, tail, pos: read.append(pos) or original(calls, tail, pos))
-    assert find_loop(convo(*distinct(earlier)), max_repeats=3, max_period=6) is None
-    assert len(read) == min(earlier, 18)  # max_period × max_repeats
+def rounds_read(monkeypatch, earlier: int) -> list[int]:
+    read: list[int] = []
+    with monkeypatch.context() as patched:
+        original = detect._round
+        patched.setattr(detect, "_round", lambda messages, at, end: read.append(at) or original(messages, at, end))
+        assert find_loop(convo(*distinct(earlier)), max_repeats=3, max_period=6) is None
+    return read
+
+
+def test_the_loop_detector_reads_the_same_rounds_however_long_the_turn(monkeypatch):
+    """Only the last max_period × max_repeats rounds can hold a cycle, and an agent at work (each
+    call new) shows it no cycle by its newest rounds against those a period before: ~7 are read."""
+    long, longer = rounds_read(monkeypatch, 200), rounds_read(monkeypatch, 2_000)
+    assert len(long) == len(longer) == len(set(long)) <= 7
+    assert len(rounds_read(monkeypatch, 10)) <= 10
 
 
 def test_a_loop_after_a_long_turn_is_reported_whole():

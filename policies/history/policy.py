@@ -28,12 +28,13 @@ from pydantic import Field
 from ..base import BasePolicy, Exchange, PolicyConfig, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..deadline import Deadline, OverBudget
-from ..messages import Message, heavy, message_token_list, message_values, system_prefix_length, tools_tokens
+from ..messages import Message, heavy, message_token_list, system_prefix_length, tools_tokens
 from ..text.tokens import REPLY_PRIMING
 from .blocks import BlockCache, SummaryBlock, span_key
 from .columns import Columns
 from .compose import Sizing, UnitCosts, mentions_after, result_lines, split_span
 from .events import Marks, Plan, PlannedSegment, Replay, resumed_plan
+from .forwarded import Front, front_of
 from .layout import Body
 from .placement import Gap, Item, Note, place
 from .recall import RECALL_TOOL, ensure_recall_tool, recall_recorder
@@ -109,6 +110,9 @@ class HistoryPolicy(BasePolicy):
         # Per session, the planner's per-unit view of the last body (columns.py: Columns.bytes)
         self._columns: LRU[tuple[str | None, str], Columns] = LRU(
             WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, view: len(key[1]) + view.bytes())
+        # Per session, the forwarded messages in front of the verbatim tail since the last event (forwarded.py)
+        self._fronts: LRU[tuple[str | None, str], Front] = LRU(
+            WARNED_SESSIONS, max_bytes=8 * 2**20, sizeof=lambda key, front: len(key[1]) + front.size)
         self._warned: LRU[tuple[str | None, str], bool] = LRU(  # sessions told of their distraction; a session id
             WARNED_SESSIONS, max_bytes=4 * 2**20, sizeof=lambda key, _: 250 + len(key[1]))  # may be 64 KB long
 
@@ -136,24 +140,40 @@ class HistoryPolicy(BasePolicy):
         if layout.frontier == 0:
             return None
         made: list[str] = []
-        budget_s = cfg.budget_ms / 1000 if cfg.budget_ms and not cfg.summarizer_model else None
-        deadline = Deadline(None if budget_s is None else budget_s - (time.perf_counter() - started), ex.notes.cancelled)
-        try:
-            with self.scratchpad.gathered():  # what new blocks archive goes in one write, awaited below
-                frozen = [await self._materialize(ex, body, seg, made, deadline) for seg in layout.segments]
-        except OverBudget as exc:  # invariant 7: forwarded as it came; what was made is cached for the next turn
-            self.record(ex, "skipped_budget", reason=str(exc), budget_ms=cfg.budget_ms, messages=len(body_messages),
-                        new_blocks=len(made))
-            self.services.metrics.add("ctxwarden.history.skipped_budget", 1)
-            return None
+        front = self._fronts.get(ex.session_key)
+        scope = (owner_of(ex), ex.model)  # whose archive the blocks name; the tokenizer their digests were sized by
+        if front is None or not front.matches(layout.segments, scope, body.hashes):
+            try:
+                front = await self._front(ex, body, layout, scope, made, started)
+            except OverBudget as exc:  # invariant 7: forwarded as it came; what was made is cached for the next turn
+                self.record(ex, "skipped_budget", reason=str(exc), budget_ms=cfg.budget_ms, messages=len(body_messages),
+                            new_blocks=len(made))
+                self.services.metrics.add("ctxwarden.history.skipped_budget", 1)
+                return None
         if made:  # an event: its archived texts are written before the refs to them are forwarded, and
             await self._written()  # Chroma's commit (holding the GIL) is not left to the next steps
-        tail = body.messages[body.span(layout.frontier, layout.frontier)[0]:]
-        ex.messages = [*ex.messages[:n_sys], *place([*(m for part in frozen for m in part), *tail])]
-        # A summary naming an archived ref (its header names the span's) needs no scan of the whole request
-        noted = any(REF_RE.search(i.text) for part in frozen for i in part if isinstance(i, Note))
-        self._finish(ex, body, layout, fixed, made, started, noted)
+        system = ex.messages[:n_sys]
+        ex.messages = [*system, *front.messages(body.messages), *body.messages[front.tail_from:]]
+        forwarded = front.tokens + sum(body.tokens[front.tail_from:])  # the tail: counted with the body
+        ex.notes.message_tokens = (list(ex.messages), sum(message_token_list(self.services.tokens, system, ex.model)) + forwarded)
+        self._finish(ex, body, layout, fixed, made, started, front, forwarded)
         return None
+
+    async def _front(self, ex: Exchange, body: Body, layout: Plan, scope: tuple, made: list[str],
+                     started: float) -> Front:
+        """The forwarded messages in front of the verbatim tail (forwarded.py), made from the
+        planned segments and kept for the session's next requests (not with an LLM summarizer: a
+        block it failed to write is retried later)."""
+        cfg: HistoryConfig = self.config
+        budget_s = cfg.budget_ms / 1000 if cfg.budget_ms and not cfg.summarizer_model else None
+        deadline = Deadline(None if budget_s is None else budget_s - (time.perf_counter() - started), ex.notes.cancelled)
+        with self.scratchpad.gathered():  # what new blocks archive goes in one write, awaited by the caller
+            frozen = [await self._materialize(ex, body, seg, made, deadline) for seg in layout.segments]
+        front = front_of(layout.segments, scope, body, [m for part in frozen for m in part], layout.frontier,
+                         lambda placed: sum(message_token_list(self.services.tokens, placed, ex.model)))
+        if not cfg.summarizer_model:
+            self._fronts.put(ex.session_key, front)
+        return front
 
     async def _written(self) -> None:
         """Wait for the archive's writes, at most WRITE_WAIT_S: a store that is slow to commit delays
@@ -334,16 +354,9 @@ class HistoryPolicy(BasePolicy):
 
     # ------------------------------------------------------------------ result
 
-    def _forwarded_history_tokens(self, ex: Exchange, body: Body) -> int:
-        """The forwarded history's tokens: the client's messages by their counts made before (the
-        request's own tail: one slice), the messages placement made (summaries, alone or in a user
-        turn) counted now."""
-        return sum(message_token_list(self.services.tokens, ex.messages, ex.model)[system_prefix_length(ex.messages):])
-
     def _finish(self, ex: Exchange, body: Body, layout: Plan, fixed: int, made: list[str], started: float,
-                noted: bool) -> None:
-        before = fixed + sum(body.tokens)
-        after = fixed + self._forwarded_history_tokens(ex, body)
+                front: Front, forwarded: int) -> None:
+        before, after = fixed + sum(body.tokens), fixed + forwarded
         last = layout.events[-1]
         if last.at == len(body.units):  # this request is itself a compaction event
             # What the event bought: the growth the request can take before the compress mark fires the next one
@@ -363,24 +376,12 @@ class HistoryPolicy(BasePolicy):
             covered = sum(body.message_count(s.start, s.end) for s in blocks)
             self.record(ex, "summarize", blocks=len(blocks), new_blocks=len(made), reused_blocks=max(0, len(blocks) - len(made)),
                         messages_summarized=covered, tokens_before=before, tokens_after=after,
-                        non_text_parts=_non_text_parts(body, blocks))  # images etc.: "[image]" in the summary
+                        non_text_parts=front.non_text)  # images etc.: "[image]" in the summary
         ex.notes.history = {"tokens_before": before, "tokens_after": after, "blocks": len(blocks), "events": len(layout.events)}
-        if noted or refs_in(ex.messages):  # the summaries' refs are refs_in's too: its scan is needed without them
+        if front.noted or refs_in(ex.messages):  # the summaries' refs are refs_in's too: its scan is needed without them
             ensure_recall_tool(ex, self.scratchpad, recall_recorder(self.services))
         metrics = self.services.metrics
         metrics.add("ctxwarden.compression.triggered", 1, policy=self.name, mode=last.reason)
         metrics.record("ctxwarden.compression.freed_tokens", max(0, before - after), policy=self.name)
         metrics.record("ctxwarden.compression.ratio", before / max(1, after), policy=self.name)
         metrics.record("ctxwarden.compression.duration_ms", (time.perf_counter() - started) * 1000, policy=self.name)
-
-
-def _non_text_parts(body: Body, segments: list[PlannedSegment]) -> int:
-    """Images, audio and files inside summarized messages (the summary marks each one)."""
-    counts = message_values("history.non_text", body.messages, _non_text)  # the request's own: a slice
-    return sum(sum(counts[start:end]) for start, end in (body.span(s.start, s.end) for s in segments))
-
-
-def _non_text(msg: Message) -> int:
-    content = msg.get("content")
-    return sum(1 for p in content if isinstance(p, dict) and p.get("type") not in ("text", "refusal")) if isinstance(
-        content, list) else 0

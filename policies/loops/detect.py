@@ -23,7 +23,7 @@ from itertools import compress
 from typing import Any, Sequence
 
 from ..cache import cache_short, stable_hash
-from ..messages import Message, content_text, last_user_index, message_values, role_of
+from ..messages import Message, content_text, last_user_index, message_values, remembered, role_of
 
 LABEL_MAX = 80  # characters of a call's label in messages and logs
 HISTORY_MAX = 30  # rounds of transition history kept with a detected loop
@@ -129,58 +129,89 @@ def turn_start(messages: Sequence[Message]) -> int:
 def extract_rounds(messages: Sequence[Message], start: int | None = None) -> list[Round]:
     """The assistant rounds of messages[start:] (default: the turn since the last user message)."""
     begin = turn_start(messages) if start is None else start
-    tail = messages[begin:]
-    rounds: list[Round] = []
-    for pos, m in enumerate(tail):
-        if m.get("role") != "assistant":
-            continue
-        calls = m.get("tool_calls") or []
-        if calls:
-            entries = []
-            results = _results_of(calls, tail, pos)
-            for c, result in zip(calls, results):
-                fn = c.get("function") or {}
-                args = fn.get("arguments")
-                raw = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
-                name = str(fn.get("name", "?"))
-                entries.append((call_key(name, raw), (name, raw), result))
-            entries.sort(key=lambda e: e[0])
-            rounds.append(Round(tuple(e[0] for e in entries), tuple(e[1] for e in entries), tuple(e[2] for e in entries), True))
-        elif isinstance(m.get("function_call"), dict):  # the legacy single-call format
-            fn = m["function_call"]
-            name, raw = str(fn.get("name", "?")), str(fn.get("arguments") or "")
-            nxt = tail[pos + 1] if pos + 1 < len(tail) else {}
-            result = nxt.get("content") if nxt.get("role") == "function" else None
-            rounds.append(Round((call_key(name, raw),), ((name, raw),), (result,), True))
-        else:
-            text = _collapse(content_text(m))
-            rounds.append(Round((f"text:{stable_hash(text)}",), (("", text),), (None,), False))
-    return rounds
+    roles = message_values("role", messages, role_of)
+    return list(Rounds(messages, [i for i in range(begin, len(messages)) if roles[i] == "assistant"]))
 
 
-def _results_of(calls: Sequence[Message], tail: Sequence[Message], pos: int) -> list[Any]:
-    """The content answering each of the calls of the assistant message tail[pos] (None: none yet).
+class Rounds(Sequence[Round]):
+    """The rounds of the assistant messages at `said` (positions in `messages`, in order), each read
+    when first asked for: find_cycle compares the last rounds with those a period before first, so
+    an agent at work (no repeats) has ~7 of its last 18 rounds read, however long its turn."""
 
-    Only the tool messages between this assistant message and the next one answer it, so an id
-    that a client reuses every round ("call_0", or "") never lends one round's result to another:
-    such a round would look unchanged while the tool is making progress. Within the round a
-    result is matched by id; where the ids do not tell the calls apart, by position.
+    def __init__(self, messages: Sequence[Message], said: Sequence[int]) -> None:
+        self.messages, self.said = messages, list(said)
+        self._read: dict[int, Round] = {}
+
+    def __len__(self) -> int:
+        return len(self.said)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self.said))[index]]
+        i = range(len(self.said))[index]  # negative indices, and IndexError past the end
+        found = self._read.get(i)
+        if found is None:
+            end = self.said[i + 1] if i + 1 < len(self.said) else len(self.messages)
+            found = self._read[i] = _round(self.messages, self.said[i], end)
+        return found
+
+
+def _round(messages: Sequence[Message], at: int, end: int) -> Round:
+    """The round of the assistant message messages[at], answered by the messages up to `end` (the
+    next assistant message). What the message did is read once per message (`remembered`: carried
+    from the session's last request)."""
+    kind, entries = remembered("loops.said", messages[at], _said)
+    if kind == "calls":
+        results = _results_of([e[2] for e in entries], messages[at + 1:end])
+        ordered = sorted(zip(entries, results), key=lambda e: e[0][0])
+        return Round(tuple(e[0] for e, _ in ordered), tuple(e[1] for e, _ in ordered), tuple(r for _, r in ordered), True)
+    if kind == "legacy":
+        nxt = messages[at + 1] if at + 1 < len(messages) else {}
+        result = nxt.get("content") if nxt.get("role") == "function" else None
+        return Round((entries[0][0],), (entries[0][1],), (result,), True)
+    key, text = entries
+    return Round((key,), (("", text),), (None,), False)
+
+
+def _said(m: Message) -> tuple:
+    """An assistant message's calls as rounds read them ("calls": (key, (name, raw arguments), id)
+    each; "legacy": the single function_call), or its text ("text": key and text). Reads nothing
+    but the message (`remembered`)."""
+    calls = m.get("tool_calls") or []
+    if calls:
+        entries = []
+        for c in calls:
+            fn = c.get("function") or {}
+            args = fn.get("arguments")
+            raw = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
+            name = str(fn.get("name", "?"))
+            entries.append((call_key(name, raw), (name, raw), c.get("id")))
+        return ("calls", tuple(entries))
+    if isinstance(m.get("function_call"), dict):  # the legacy single-call format
+        fn = m["function_call"]
+        name, raw = str(fn.get("name", "?")), str(fn.get("arguments") or "")
+        return ("legacy", ((call_key(name, raw), (name, raw)),))
+    text = _collapse(content_text(m))
+    return ("text", (f"text:{stable_hash(text)}", text[:LABEL_MAX]))  # the label shows 40 characters
+
+
+def _results_of(ids: Sequence[Any], between: Sequence[Message]) -> list[Any]:
+    """The content answering each call (by its id) of an assistant message, from the messages
+    `between` it and the next assistant message (None: none yet).
+
+    Only those answer it, so an id that a client reuses every round ("call_0", or "") never lends
+    one round's result to another: such a round would look unchanged while the tool is making
+    progress. Within the round a result is matched by id; where the ids do not tell the calls
+    apart, by position.
     """
-    answers: list[Message] = []
-    for m in tail[pos + 1:]:
-        role = m.get("role")
-        if role == "assistant":
-            break
-        if role == "tool":
-            answers.append(m)
-    ids = [c.get("id") for c in calls]
+    answers = [m for m in between if m.get("role") == "tool"]
     if len(set(ids)) == len(ids):
         by_id = {}
         for a in answers:
             by_id.setdefault(a.get("tool_call_id"), a.get("content"))
         if any(i in by_id for i in ids):
             return [by_id.get(i) for i in ids]
-    return [answers[i].get("content") if i < len(answers) else None for i in range(len(calls))]
+    return [answers[i].get("content") if i < len(answers) else None for i in range(len(ids))]
 
 
 # ----------------------------------------------------------------------------- detection
@@ -219,9 +250,10 @@ def find_cycle(rounds: Sequence[Round], max_repeats: int, max_period: int) -> Lo
         start = n - window
         if not any(rounds[i].has_calls for i in range(n - period, n)):
             continue  # repeated chatter without calls is not an agent loop
-        if any(rounds[i].keys != rounds[i - period].keys for i in range(start + period, n)):
+        # From the newest back: an agent at work differs from its rounds a period ago at once (Rounds)
+        if any(rounds[i].keys != rounds[i - period].keys for i in range(n - 1, start + period - 1, -1)):
             continue
-        if not all(_no_new_information(rounds[i], rounds[i - period]) for i in range(start + period, n)):
+        if not all(_no_new_information(rounds[i], rounds[i - period]) for i in range(n - 1, start + period - 1, -1)):
             continue
         one = list(rounds[n - period:])
         repeats = _repeats_back(rounds, period)
@@ -281,7 +313,7 @@ def find_loop(
     if not said:
         return None
     keep = max(max_period * max_repeats, 10)  # what find_cycle reads; a "rounds" report shows 10
-    rounds = extract_rounds(messages, said[-keep] if len(said) > keep else begin)
+    rounds = Rounds(messages, said[-keep:])
     found = find_cycle(rounds, max_repeats, max_period)
     if found and len(said) > keep:
         found = find_cycle(extract_rounds(messages, begin), max_repeats, max_period)
