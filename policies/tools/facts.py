@@ -49,7 +49,7 @@ class FactsCache:
         self._items: LRU[str, ToolFacts] = LRU(max_entries, max_bytes=max_bytes, sizeof=lambda _, facts: facts.nbytes)
 
     def facts(self, tools: list[Tool]) -> list[ToolFacts]:
-        out = []
+        out, made = [], []
         for tool in tools:
             key = stable_hash(tool)
             hit = self._items.get(key)
@@ -57,6 +57,13 @@ class FactsCache:
                 text = describe_tool(tool)
                 lexical = LexicalDoc.of(text)
                 hit = ToolFacts(key, text, lexical, held=_facts_size(key, text, lexical))
-                self._items.put(key, hit)
+                made.append(hit)
             out.append(hit)
+        # New facts that would take more than the whole share are not kept: they would evict every
+        # other tool set's and then each other's (an LRU scanned by a bigger set never hits), and
+        # kept one by one amid the work that made them they pinned its freed pages (memory_trim.py).
+        bound = self._items.max_bytes
+        if bound is None or sum(f.nbytes for f in made) <= bound:
+            for facts in made:
+                self._items.put(facts.key, facts)
         return out
