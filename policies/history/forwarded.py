@@ -54,9 +54,10 @@ def front_of(segments: Sequence[PlannedSegment], scope: tuple, body: Body, froze
              count: Callable[[list[Message]], int]) -> Front:
     """The front of a request whose segments were materialized into `frozen` (notes, gaps and kept
     messages), up to the planner's `frontier` unit; `count` gives the tokens of placed messages."""
-    tail_from = min(len(body.messages), body.span(frontier, frontier)[0] + 1)
-    # Placement merges a note into the message after it at most: the rest of the tail is never read.
-    placed = place([*frozen, *body.messages[tail_from - 1:tail_from]])
+    first = body.span(frontier, frontier)[0]  # the verbatim tail's first message
+    head = body.messages[first:first + 1]  # placement merges a note into the message after it, at most:
+    tail_from = first + len(head)  # the rest of the tail is never read
+    placed = place([*frozen, *head])
     covered = min(len(body.messages), max([tail_from, *(body.span(s.at, s.at)[0] for s in _all_segments(segments))]))
     template, size = template_of(placed, body.messages, covered)
     blocks = [s for s in segments if s.kind == "block"]
