@@ -87,3 +87,19 @@ def test_the_front_reuses_this_requests_messages_not_the_last_ones(services):  #
             asyncio.run(policy.on_request(ex))
         previous = Carried(fresh, memo)
         assert all(any(m is f for f in fresh) or "[ctxwarden: summary of" in json.dumps(m) for m in ex.messages)
+
+
+def test_a_kept_front_counts_what_it_keeps_alive(services):  # noqa: F811
+    """Its byte count bounds the fronts' cache: checked against a walk of what a front reaches."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from memory_probe import deep_size
+
+    policy = HistoryPolicy(HistoryConfig(**CONFIG), services)
+    for sent in agent_loop(30):
+        send(policy, sent)
+    front = policy._fronts.get(("acme", "s1"))
+    assert front is not None and front.template
+    assert front.size >= deep_size(front, set(), limit=10**8)

@@ -59,19 +59,22 @@ def front_of(segments: Sequence[PlannedSegment], scope: tuple, body: Body, froze
     tail_from = first + len(head)  # the rest of the tail is never read
     placed = place([*frozen, *head])
     covered = min(len(body.messages), max([tail_from, *(body.span(s.at, s.at)[0] for s in _all_segments(segments))]))
+    tokens = count(placed)  # first: counting gives a non-ASCII text its UTF-8 copy, which the size must see
     template, size = template_of(placed, body.messages, covered)
     blocks = [s for s in segments if s.kind == "block"]
-    return Front(tuple(segments), scope, tuple(body.hashes[:covered]), template, tail_from, count(placed),
+    # ~80 bytes a message key (its string and its place in the tuple), ~600 a planned segment
+    size += 90 * covered + 600 * sum(1 for _ in _all_segments(segments))
+    return Front(tuple(segments), scope, tuple(body.hashes[:covered]), template, tail_from, tokens,
                  # A summary naming an archived ref (its header names the span's) needs no scan of the whole request
                  any(REF_RE.search(i.text) for i in frozen if isinstance(i, Note)),
-                 _non_text_parts(body, blocks), size + 64 * covered)
+                 _non_text_parts(body, blocks), size)
 
 
 def template_of(placed: Sequence[Message], body: Sequence[Message], covered: int) -> tuple[Template, int]:
     """The placed front as a template, and its size in bytes (what placement made is held here)."""
     index = {id(m): i for i, m in enumerate(body[:covered])}
     template: Template = []
-    size = 200 + 8 * len(placed)
+    size = 1_000 + 8 * len(placed)  # the front itself and its scope
     for m in placed:
         i = index.get(id(m))
         if i is not None and body[i] is m:
