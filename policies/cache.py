@@ -123,6 +123,13 @@ class LRU(Generic[K, V]):
             return self.own_max_bytes
         return max(1, int(self.own_max_bytes * _budget["scale"]))
 
+    def fits(self, nbytes: int, share: float = 1.0) -> bool:
+        """Whether entries of `nbytes` in all would take at most `share` of the byte bound. A batch
+        that would not is better left out: put one by one, it evicts everything other requests reuse
+        and then its own first entries (an LRU filled by a scan bigger than itself keeps its tail)."""
+        bound = self.max_bytes
+        return bound is None or nbytes <= bound * share
+
     def trim(self) -> None:
         """Evict to stay under the bounds (after the cache budget changed)."""
         with self._lock:

@@ -59,22 +59,15 @@ class CachedEmbedder:
         for i, vec in hits.items():
             out[i] = vec
         if fresh is not None:
-            keep = self._worth_keeping(len(missing), dim)
+            # A batch that would fill more than half the cache stays out of it (LRU.fits): a request's
+            # thousand new tool segments would push out what others reuse; the tool catalog keeps tools'
+            # vectors itself. A row's size is a kept copy's.
+            keep = self._cache.fits(sum(self._cache.sizeof(key, vec) for key, vec in zip(missing, fresh)), share=0.5)
             for (key, idxs), vec in zip(missing.items(), fresh):
                 if keep:
                     self._cache.put(key, vec.copy())  # its own 1 KB, not a view that keeps the whole batch alive
                 out[idxs] = vec
         return out
-
-    def _worth_keeping(self, new: int, dim: int) -> bool:
-        """Whether a batch's new vectors go into the cache: not when they would fill more than half of
-        it. Such a batch (a request's thousand new tools) would only push out what other requests
-        reuse, and its own vectors after it; the tool catalog keeps tools' vectors itself. Kept, each
-        vector is a small long-lived block allocated amid the batch's big transient work, and those
-        pinned the allocator's pages after the work was freed (bench/fuzz.py: +30 MB of CPython arenas,
-        almost empty, after three 1 MB tool lists)."""
-        bound = self._cache.max_bytes
-        return bound is None or new * (300 + 4 * dim) <= bound // 2
 
 
 @contextlib.contextmanager

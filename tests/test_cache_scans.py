@@ -2,8 +2,7 @@
 facts cache keep what other requests reuse when one request brings a thousand new texts or tools.
 
 Put one by one, such a batch evicted every other entry and then its own first ones (an LRU filled
-by a scan bigger than itself keeps only the scan's tail), and its entries, allocated amid the
-batch's transient work, pinned the allocator's freed pages (bench/fuzz.py's 1 MB tool lists)."""
+by a scan bigger than itself keeps only the scan's tail): bench/fuzz.py's 1 MB tool lists."""
 
 from __future__ import annotations
 

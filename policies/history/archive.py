@@ -187,7 +187,7 @@ class ArchivePolicy(BasePolicy):
         if refs_in(messages) and RECALL_TOOL["function"]["name"] not in ex.proxy_tools:
             tools.append(RECALL_TOOL)
         known = ex.notes.message_tokens  # what history counted of the list it forwarded (this one, unstubbed)
-        same = known is not None and len(known[0]) == len(messages) and known[0] == messages  # identical objects: C speed
+        same = known is not None and known[0] == messages  # the same objects: a pointer compare each
         counted = (known[1] if same else sum(message_token_list(tokens, messages, ex.model))) + REPLY_PRIMING
         return counted + tools_tokens(tokens, tools, ex.model)
 

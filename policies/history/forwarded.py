@@ -58,12 +58,13 @@ def front_of(segments: Sequence[PlannedSegment], scope: tuple, body: Body, froze
     head = body.messages[first:first + 1]  # placement merges a note into the message after it, at most:
     tail_from = first + len(head)  # the rest of the tail is never read
     placed = place([*frozen, *head])
-    covered = min(len(body.messages), max([tail_from, *(body.span(s.at, s.at)[0] for s in _all_segments(segments))]))
+    every = list(_all_segments(segments))
+    covered = min(len(body.messages), max([tail_from, *(body.span(s.at, s.at)[0] for s in every)]))
     tokens = count(placed)  # first: counting gives a non-ASCII text its UTF-8 copy, which the size must see
     template, size = template_of(placed, body.messages, covered)
     blocks = [s for s in segments if s.kind == "block"]
     # ~80 bytes a message key (its string and its place in the tuple), ~600 a planned segment
-    size += 90 * covered + 600 * sum(1 for _ in _all_segments(segments))
+    size += 90 * covered + 600 * len(every)
     return Front(tuple(segments), scope, tuple(body.hashes[:covered]), template, tail_from, tokens,
                  # A summary naming an archived ref (its header names the span's) needs no scan of the whole request
                  any(REF_RE.search(i.text) for i in frozen if isinstance(i, Note)),

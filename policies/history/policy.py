@@ -135,7 +135,9 @@ class HistoryPolicy(BasePolicy):
             self._report(ex, distraction)
         if len(body_messages) < 2:  # only the current message, which always stays verbatim: nothing to plan
             return None
-        fixed = self._fixed_tokens(ex, ex.messages[:n_sys])
+        system = ex.messages[:n_sys]
+        system_tokens = sum(message_token_list(self.services.tokens, system, ex.model))
+        fixed = self._fixed_tokens(ex, system_tokens)
         layout = await run_cpu(heavy(ex), self._plan, ex, body, fixed, times.count(None) < len(times))
         if layout.frontier == 0:
             return None
@@ -152,10 +154,9 @@ class HistoryPolicy(BasePolicy):
                 return None
         if made:  # an event: its archived texts are written before the refs to them are forwarded, and
             await self._written()  # Chroma's commit (holding the GIL) is not left to the next steps
-        system = ex.messages[:n_sys]
         ex.messages = [*system, *front.messages(body.messages), *body.messages[front.tail_from:]]
         forwarded = front.tokens + sum(body.tokens[front.tail_from:])  # the tail: counted with the body
-        ex.notes.message_tokens = (list(ex.messages), sum(message_token_list(self.services.tokens, system, ex.model)) + forwarded)
+        ex.notes.message_tokens = (list(ex.messages), system_tokens + forwarded)
         self._finish(ex, body, layout, fixed, made, started, front, forwarded)
         return None
 
@@ -187,15 +188,13 @@ class HistoryPolicy(BasePolicy):
         """Persist archived texts still waiting for Chroma."""
         await self.scratchpad.flush()
 
-    def _fixed_tokens(self, ex: Exchange, system: list[Message]) -> int:
+    def _fixed_tokens(self, ex: Exchange, system_tokens: int) -> int:
         """What no layout changes: the system prompt, the tools (with context_recall, which blocks
         bring along when archiving is on) and the reply priming."""
-        tokens = self.services.tokens
         tools = list(ex.tools or [])
         if self.config.archive_spans and self.services.store is not None:
             tools.append(RECALL_TOOL)
-        system_tokens = sum(tokens.count_message(m, ex.model) for m in system)
-        return system_tokens + tools_tokens(tokens, tools, ex.model) + REPLY_PRIMING
+        return system_tokens + tools_tokens(self.services.tokens, tools, ex.model) + REPLY_PRIMING
 
     def _plan(self, ex: Exchange, body: Body, fixed: int, timed: bool) -> Plan:
         cfg: HistoryConfig = self.config

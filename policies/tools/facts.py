@@ -59,11 +59,9 @@ class FactsCache:
                 hit = ToolFacts(key, text, lexical, held=_facts_size(key, text, lexical))
                 made.append(hit)
             out.append(hit)
-        # New facts that would take more than the whole share are not kept: they would evict every
-        # other tool set's and then each other's (an LRU scanned by a bigger set never hits), and
-        # kept one by one amid the work that made them they pinned its freed pages (memory_trim.py).
-        bound = self._items.max_bytes
-        if bound is None or sum(f.nbytes for f in made) <= bound:
+        # New facts that would take more than the whole share are not kept (LRU.fits): a real catalog's
+        # do fit (525 tools: ~2.2 MB), a thousand fuzzed tools' would evict every other tool set's.
+        if self._items.fits(sum(f.nbytes for f in made)):
             for facts in made:
                 self._items.put(facts.key, facts)
         return out
