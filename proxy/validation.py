@@ -185,9 +185,10 @@ def _tool_call_ids(where: str, calls: Any) -> set[str]:
     for j, call in enumerate(calls):
         if not isinstance(call, dict) or not isinstance(call.get("id"), str):
             raise invalid(f"{where}.tool_calls[{j}] must be an object with a string 'id'.", f"{where}.tool_calls[{j}]")
-        fn = call.get("function")
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise invalid(f"{where}.tool_calls[{j}].function must have a string 'name'.", f"{where}.tool_calls[{j}].function")
+        kind = "custom" if call.get("type") == "custom" else "function"  # OpenAI's custom tools: {name, input}
+        body = call.get(kind)
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            raise invalid(f"{where}.tool_calls[{j}].{kind} must have a string 'name'.", f"{where}.tool_calls[{j}].{kind}")
         ids.add(call["id"])
     return ids
 

@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 from ..cache import stable_hash
 from ..deadline import NO_DEADLINE, Deadline
 from ..messages import Message, content_text
+from ..text.calls import call_parts
 from ..text.statements.compare import compatible, conflicts, duplicates, family, takes_bare_numbers, value_type
 from ..text.statements.match import Matcher
 from ..text.statements.model import Statement
@@ -158,8 +159,8 @@ class AgentTurns:
             if m.get("role") in ("assistant", "tool", "function"):
                 said.append(content_text(m))
                 for call in m.get("tool_calls") or []:
-                    fn = (call.get("function") if isinstance(call, dict) else None) or {}
-                    said.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
+                    name, args = call_parts(call)
+                    said.append(f"{name or ''} {'' if args is None else args}")
             self._text[i] = "\n".join(said).lower()
         return self._text[i]
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..messages import Message, content_text, message_values, role_of
+from ..text.calls import call_parts
 from .digest import digest
 from .layout import Body
 from .scratchpad import archive_ref
@@ -92,10 +93,10 @@ def split_span(messages: Sequence[Message]) -> tuple[list[Message], list[Archive
             results.append(ArchivedResult(archive_ref(text, call_id), text, calls.get(call_id, msg.get("name") or "tool"), call_id))
             continue
         for call in msg.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            args = " ".join(str(fn.get("arguments") or "").split())
+            name, args = call_parts(call)
+            args = " ".join(str(args or "").split())
             args = args if len(args) <= ARGS_CHARS else args[:ARGS_CHARS] + "…"
-            calls[str(call.get("id") or "")] = f"{fn.get('name', '?')}({args})"
+            calls[str(call.get("id") or "")] = f"{'?' if name is None else name}({args})"
         said.append(msg)
     return said, results
 
@@ -120,5 +121,5 @@ def mentions_after(messages: Sequence[Message]) -> str:
     for msg in messages:
         parts.append(content_text(msg))
         for call in msg.get("tool_calls") or []:
-            parts.append(json.dumps(call.get("function") or {}, ensure_ascii=False))
+            parts.append(json.dumps(call.get("function") or call.get("custom") or {}, ensure_ascii=False))
     return "\n".join(parts)

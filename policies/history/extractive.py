@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..messages import Message, content_text
+from ..text.calls import call_parts
 from ..text.sentences import split_sentences as sentences_of
 
 Count = Callable[[str], int]
@@ -208,9 +209,9 @@ def gist(text: str, limit: int = 160) -> str:
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    fn = call.get("function") or {}
-    args = " ".join(str(fn.get("arguments") or "").split())
-    return f"{fn.get('name', '?')}({_clip(args, ARG_CHARS)})"
+    name, args = call_parts(call)
+    args = " ".join(str(args or "").split())
+    return f"{'?' if name is None else name}({_clip(args, ARG_CHARS)})"
 
 
 def message_lines(messages: Sequence[Message]) -> list[Line]:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from ..base import Exchange, Services
 from ..messages import Message, content_text
+from ..text.calls import call_parts
 from .extractive import Line, lines_of_summary, select_lines, summarize_messages
 
 log = logging.getLogger("ctxwarden.summarize")
@@ -58,9 +59,9 @@ def render_transcript(messages: Sequence[Message], limit: int = TRANSCRIPT_MESSA
         if text:
             lines.append(f"{role}: {text}")
         for call in msg.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            names[call.get("id", "")] = fn.get("name", "")
-            lines.append(f"{role} called {fn.get('name')}({fn.get('arguments') or ''})")
+            name, args = call_parts(call)
+            names[call.get("id", "")] = name or ""
+            lines.append(f"{role} called {name}({args or ''})")
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from ..cache import cache_short, stable_hash
 from ..messages import Message, content_text, last_user_index, message_values, remembered, role_of
+from ..text.calls import call_parts
 
 LABEL_MAX = 80  # characters of a call's label in messages and logs
 HISTORY_MAX = 30  # rounds of transition history kept with a detected loop
@@ -181,10 +182,9 @@ def _said(m: Message) -> tuple:
     if calls:
         entries = []
         for c in calls:
-            fn = c.get("function") or {}
-            args = fn.get("arguments")
+            name, args = call_parts(c)
             raw = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
-            name = str(fn.get("name", "?"))
+            name = "?" if name is None else str(name)
             entries.append((call_key(name, raw), (name, raw), c.get("id")))
         return ("calls", tuple(entries))
     if isinstance(m.get("function_call"), dict):  # the legacy single-call format
@@ -284,7 +284,7 @@ def arguments_chars(messages: Sequence[Message], rounds: int) -> int:
             continue
         rounds -= 1
         for call in m.get("tool_calls") or []:
-            args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+            args = call_parts(call)[1]
             total += len(args) if isinstance(args, str) else 0
         if rounds <= 0:
             break

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from ..cache import LRU, parts_hash, stable_hash
 from ..messages import Message, Tool, content_text
+from .calls import call_parts
 
 # OpenAI's chat format: every message costs a few tokens of framing, and the reply is primed.
 TOKENS_PER_MESSAGE = 3
@@ -55,15 +56,17 @@ def _message_key(message: Message) -> tuple:
 _PLAIN_FIELDS = {"role", "content", "name", "tool_call_id", "tool_calls", "refusal"}
 
 
-def _calls_key(calls: list) -> tuple | str:
-    """What `count_message` reads of the tool calls (each function's name and arguments, as text),
-    as a tuple: the sorted JSON of every call of every assistant message, every request, cost more
-    than the rest of the budget's measure."""
-    try:
-        return tuple((str((c.get("function") or {}).get("name", "")), str((c.get("function") or {}).get("arguments", "")))
-                     for c in calls)
-    except AttributeError:  # not the documented shape: its JSON (count_message then fails as before)
-        return json.dumps(calls, sort_keys=True, default=str)
+def _calls_key(calls: list) -> tuple:
+    """What `count_message` reads of the tool calls (each call's name and arguments, as text), as a
+    tuple: the sorted JSON of every call of every assistant message, every request, cost more than
+    the rest of the budget's measure."""
+    return tuple(_call_text(c) for c in calls)
+
+
+def _call_text(call: object) -> tuple[str, str]:
+    """A tool call's name and arguments (a custom call's input) as text, "" for what it lacks."""
+    name, arguments = call_parts(call)
+    return ("" if name is None else str(name)), ("" if arguments is None else str(arguments))
 
 
 def encoding_name_for(model: str) -> str:
@@ -130,9 +133,9 @@ class TiktokenCounter:
         if message.get("name"):
             n += TOKENS_PER_NAME + self.count_text(str(message["name"]), model)
         for call in message.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            n += 3 + self.count_text(str(fn.get("name", "")), model)
-            n += self.count_text(str(fn.get("arguments", "")), model)
+            name, arguments = _call_text(call)
+            n += 3 + self.count_text(name, model)
+            n += self.count_text(arguments, model)
         self._cache.put(key, n)
         return n
 
