@@ -73,6 +73,24 @@ def test_a_streamed_search_is_answered_in_the_proxy_too(fake, start_proxy):
     assert "get_tide_times" in names(fake.chat_requests[-1]["tools"])
 
 
+
+def test_a_streamed_search_round_stays_one_stream(fake, start_proxy):
+    """The round the proxy answered streamed its text before its call turned out to be find_tools:
+    the next round's chunks carry the same id, no second role, and its text is set apart."""
+    proxy = start_proxy(TOOLS_ONLY)
+    fake.reply(content="Let me look.", tool_calls=[find_call("tide times")])
+    fake.reply(content="Checking the tides.", tool_calls=[{"name": "get_tide_times", "arguments": '{"beach": "Bondi"}'}])
+    chunks = list(openai_client(proxy).chat.completions.create(
+        model="gpt-4o", tools=catalog(), stream=True, stream_options={"include_usage": True},
+        messages=[SYSTEM, {"role": "user", "content": "Should I surf at Bondi this afternoon?"}]))
+    assert len(fake.chat_requests) == 2  # the proxy's round happened
+    assert len({c.id for c in chunks}) == 1 and len({c.created for c in chunks}) == 1
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert [d.role for d in deltas if d.role] == ["assistant"]
+    assert "".join(d.content or "" for d in deltas) == "Let me look.\n\nChecking the tides."
+    assert [tc.function.name for d in deltas for tc in d.tool_calls or [] if tc.function.name] == ["get_tide_times"]
+    assert chunks[-1].usage is not None and not chunks[-1].choices
+
 def test_a_search_call_never_reaches_the_client(fake, start_proxy):
     proxy = start_proxy({"policies": {**policies_off("tools"), "tools": {"enabled": True, "max_inner_rounds": 1}}})
     client = openai_client(proxy)

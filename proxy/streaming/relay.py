@@ -28,6 +28,7 @@ from ctxwarden.policies.text.sentences import last_sentence_end
 from ..errors import ProxyError
 from ..proxy_tools import Calls, ProxyToolRounds
 from . import sse
+from .rounds import OneStream
 from .toolcalls import add_tool_deltas, assemble, finish_as_stop
 
 log = logging.getLogger("ctxwarden.streaming")
@@ -83,6 +84,7 @@ class StreamRelay:
         self.first_chunk_at: float | None = None
         self.tail = b""  # the last bytes received (the model and usage are read from them at the end)
         self.strip_usage = ex.notes.usage_added  # the proxy asked for usage the client did not want
+        self.one_stream = OneStream()  # later proxy-tool rounds' chunks as part of the first round's stream
 
     # ------------------------------------------------------------------ pass-through
 
@@ -156,6 +158,7 @@ class StreamRelay:
                     assistant = {"role": "assistant", "content": None, "tool_calls": calls}
                     response = await self.tools.continue_with(assistant, proxy_calls)
                     self.held = [h for h in self.held if not h.tool_delta]  # drop the answered tool-call deltas
+                    self.one_stream.next_round()
                     continue
                 for out in self._end(proxy_calls, client_calls, finish_events):
                     yield out
@@ -227,6 +230,8 @@ class StreamRelay:
                 return []
             event = sse.Event(raw, event.data)
             obj = {**obj, "choices": [c for c in obj["choices"] if c.get("index", 0) not in blocked]}
+        if (joined := self.one_stream.chunk(obj)) is not None:
+            obj, event = joined, sse.Event(sse.encode(joined), "")
         self.template = {k: obj[k] for k in ("id", "object", "created", "model", "system_fingerprint") if k in obj}
         if obj.get("usage"):
             self._add_usage(obj["usage"])
