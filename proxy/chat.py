@@ -273,13 +273,20 @@ class ChatHandler:
                 from .upstream.providers import litellm_response
 
                 return await litellm_response(body, stream)
+            # A plain round is a call of its own (span, metrics, the client key's charge); a streamed
+            # one's usage is summed by the relay into the first round's call.
+            call = None if stream else UpstreamCall(self.telemetry, ex.model, provider_name(ex.model, False), self.upstream.base_url,
+                                                    tally=ex.notes.usage)
             result = await self.upstream.send("POST", "chat/completions", encode_json(body), ex.notes.upstream_headers, stream=stream)
-            if result.response.status_code >= 400:
-                data, _ = await upstream_error(result.response)
-                detail = data["error"]
-                raise ProxyError(result.response.status_code, detail.get("code") or "upstream_error",
-                                 detail.get("message") or "upstream error")
-            return result.response
+            response = result.response
+            if response.status_code >= 400:
+                if call is not None:
+                    call.finish(response.status_code)
+                raise await round_error(response)
+            if call is not None:
+                data = completion_json(response)
+                call.finish(response.status_code, data.get("usage"), data.get("model"))
+            return response
 
         return ProxyToolRounds(ex, self.max_rounds, ask_again)
 
@@ -356,6 +363,15 @@ async def relay_error(response: httpx.Response) -> Response:
     """The upstream's error with its status; a body that is not OpenAI-shaped gets wrapped."""
     data, headers = await upstream_error(response)
     return UpstreamJSON(data, status_code=response.status_code, headers=headers)
+
+
+async def round_error(response: httpx.Response) -> ProxyError:
+    """An upstream error in a later round of the proxy's tool rounds, relayed as the first round's
+    would be: its status, its body and its retry-after."""
+    data, headers = await upstream_error(response)
+    detail = data["error"]
+    return ProxyError(response.status_code, detail.get("code") or "upstream_error", detail.get("message") or "upstream error",
+                      headers=headers, relayed=data)
 
 
 async def upstream_error(response: httpx.Response) -> tuple[dict[str, Any], dict[str, str]]:

@@ -38,7 +38,10 @@ class ProxyError(CtxwardenError):
         param: str | None = None,
         type: str | None = None,
         headers: dict[str, str] | None = None,
+        relayed: dict[str, Any] | None = None,
     ) -> None:
+        """`relayed`: the upstream's own error body, answered as it is (an error in a later round of
+        the proxy's tool rounds is relayed as the first round's would be)."""
         super().__init__(message)
         self.status = status
         self.code = code
@@ -46,9 +49,10 @@ class ProxyError(CtxwardenError):
         self.param = param
         self.type = type
         self.headers = headers or {}
+        self.relayed = relayed
 
     def body(self) -> dict[str, Any]:
-        return error_body(self.message, self.code, self.status, self.param, self.type)
+        return self.relayed or error_body(self.message, self.code, self.status, self.param, self.type)
 
     def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status, headers={**self.headers, **(headers or {})})

@@ -70,7 +70,8 @@ class MessagesHandler(ChatHandler):
         self.anthropic = anthropic  # None: translated to chat completions on the main upstream
 
     def _error(self, exc: ProxyError) -> Response:
-        return JSONResponse(error_body(exc.status, None, exc.message), status_code=exc.status, headers=exc.headers)
+        body = exc.relayed if exc.relayed and exc.relayed.get("type") == "error" else error_body(exc.status, None, exc.message)
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
     def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
         if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
@@ -177,7 +178,9 @@ class MessagesHandler(ChatHandler):
         with the client's, are dropped from the answer and reported."""
         rounds = ProxyToolRounds(ex, self.max_rounds)
         body = dict(outgoing)
+        usage: dict[str, int] = {}
         while True:
+            _add_usage(usage, data.get("usage"))
             uses = tool_uses_in_answer(data)
             calls = [{"id": u.get("id"), "type": "function",
                       "function": {"name": u.get("name"), "arguments": json.dumps(u.get("input", {}))}} for u in uses]
@@ -193,10 +196,18 @@ class MessagesHandler(ChatHandler):
                 body["tools"] = tools
             body = {**body, "messages": [*body["messages"], {"role": "assistant", "content": data.get("content") or []},
                                          {"role": "user", "content": results}], "stream": False}
+            assert self.anthropic is not None
+            call = UpstreamCall(self.telemetry, ex.model, "anthropic", self.anthropic.base_url, tally=ex.notes.usage)
             response = await self._post_native(ex, encode_json(body), stream=False)
             if response.status_code >= 400:
-                raise ProxyError(response.status_code, "upstream_error", _error_text(await response.aread()))
+                call.finish(response.status_code)
+                error, headers = await _anthropic_error(response)
+                raise ProxyError(response.status_code, "upstream_error", error["error"].get("message") or "upstream error",
+                                 headers=headers, relayed=error)
             data = completion_json(response)
+            call.finish(response.status_code, chat_usage(data.get("usage")), data.get("model"))
+        if rounds.rounds and usage:  # what every round cost, as the other APIs' rounds report it
+            data["usage"] = {**(data.get("usage") or {}), **usage}
         if proxy_calls:
             rounds.report_dropped(proxy_calls)
             dropped = {c["id"] for c in proxy_calls}
@@ -263,16 +274,8 @@ class MessagesHandler(ChatHandler):
         """Anthropic's own error, relayed with its status (wrapped when it is not Anthropic-shaped)."""
         call.finish(response.status_code)
         await self.pipeline.complete(ex, "rejected")
-        content = await response.aread()
-        await response.aclose()
-        try:
-            data = json.loads(content)
-        except ValueError:
-            data = None
-        if not (isinstance(data, dict) and data.get("type") == "error"):
-            data = error_body(response.status_code, None, f"The upstream answered {response.status_code}: {_error_text(content)}")
-        return JSONResponse(data, status_code=response.status_code,
-                            headers={k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "request-id")})
+        data, headers = await _anthropic_error(response)
+        return JSONResponse(data, status_code=response.status_code, headers=headers)
 
     # ------------------------------------------------------------------ count_tokens
 
@@ -335,5 +338,26 @@ def _message_of(data: dict[str, Any], ex: Exchange) -> dict[str, Any]:
 
 def _error_text(content: bytes) -> str:
     return content.decode("utf-8", errors="replace").strip()[:500]
+
+
+async def _anthropic_error(response: httpx.Response) -> tuple[dict[str, Any], dict[str, str]]:
+    """Anthropic's error body (wrapped when it is not Anthropic-shaped) and the headers relayed with it."""
+    content = await response.aread()
+    await response.aclose()
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    if not (isinstance(data, dict) and data.get("type") == "error" and isinstance(data.get("error"), dict)):
+        data = error_body(response.status_code, None, f"The upstream answered {response.status_code}: {_error_text(content)}")
+    return data, {k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "request-id")}
+
+
+def _add_usage(total: dict[str, int], usage: Any) -> None:
+    """Anthropic's usage counts summed over the proxy's rounds (input, output and both cache counts)."""
+    if isinstance(usage, dict):
+        for key, value in usage.items():
+            if isinstance(value, int) and not isinstance(value, bool) and key.endswith("tokens"):
+                total[key] = total.get(key, 0) + value
 
 

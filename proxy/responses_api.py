@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 
-from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_headers, upstream_error
+from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_headers, round_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, usage_of
 from .proxy_tools import ProxyToolRounds
@@ -202,11 +202,13 @@ class ResponsesHandler(ChatHandler):
             tools = render_tools(ex.notes.wire[1], ex.forwarded_tools())  # find_tools appended what it found
             if tools is not UNCHANGED and tools:
                 body["tools"] = tools
+            call = UpstreamCall(self.telemetry, ex.model, "openai", self.upstream.base_url, tally=ex.notes.usage)
             response = await self._post(ex, encode_json(body), stream=False)
             if response.status_code >= 400:
-                detail = (await upstream_error(response))[0]["error"]
-                raise ProxyError(response.status_code, detail.get("code") or "upstream_error", detail.get("message") or "upstream error")
+                call.finish(response.status_code)
+                raise await round_error(response)
             data = completion_json(response)
+            call.finish(response.status_code, chat_usage(data.get("usage")), data.get("model"))
         if proxy_calls:
             rounds.report_dropped(proxy_calls)
             dropped = {c["id"] for c in proxy_calls}
