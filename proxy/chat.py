@@ -28,7 +28,7 @@ from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
 from .session_ids import session_of  # noqa: F401 (tests and handlers import it from here)
 from .tenants import TenantError, check_tenant
-from .upstream.client import DROP_RESPONSE, Upstream, completion_json
+from .upstream.client import DROP_RESPONSE, Upstream, check_answer_bytes, completion_json
 from .validation import body_too_large, check_chat_body, parse_json_body
 
 log = logging.getLogger("ctxwarden.chat")
@@ -292,6 +292,7 @@ class ChatHandler:
 
     async def _complete(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
         if not ex.proxy_tools and not self.pipeline.reads_answer(ex):
+            check_answer_bytes(response)
             await self.pipeline.complete(ex, "ok")
             call.finish(response.status_code, usage_of(response.content), model_of(response.content))
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))

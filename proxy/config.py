@@ -74,6 +74,7 @@ class UpstreamConfig(Strict):
     api_key_env: str | None = "OPENAI_API_KEY"
     timeout_s: float = Field(120, gt=0)
     connect_timeout_s: float = Field(10, gt=0)
+    max_response_mb: float = Field(64, gt=0)  # a plain answer bigger than this (or inflating past it) → 502
     retries: int = Field(2, ge=0)
     backoff_s: float = Field(0.25, ge=0)
     max_connections: int = Field(200, ge=1)

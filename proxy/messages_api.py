@@ -35,7 +35,7 @@ from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
 from .models import uses_litellm
 from .proxy_tools import ProxyToolRounds
 from .typed_streams import checked_bytes, gated_stream
-from .upstream.client import AnthropicUpstream, completion_json
+from .upstream.client import AnthropicUpstream, check_answer_bytes, completion_json
 from .upstream.paths import relay_path
 from .validation import parse_json_body
 from .wire.anthropic import (
@@ -142,6 +142,7 @@ class MessagesHandler(ChatHandler):
         if response.status_code >= 400:
             return await self._upstream_failed(ex, response, call)
         if not ex.proxy_tools and not self.pipeline.reads_answer(ex):  # nothing reads it: the upstream's bytes
+            check_answer_bytes(response)
             call.finish(response.status_code, chat_usage(usage_of(response.content)), model_of(response.content))
             await self.pipeline.complete(ex, "ok")
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))

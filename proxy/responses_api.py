@@ -33,7 +33,7 @@ from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, usage_of
 from .proxy_tools import ProxyToolRounds
 from .typed_streams import checked_bytes, gated_stream
-from .upstream.client import completion_json
+from .upstream.client import check_answer_bytes, completion_json
 from .wire.responses import (
     UNCHANGED,
     ParsedRequest,
@@ -154,6 +154,7 @@ class ResponsesHandler(ChatHandler):
 
     async def _answer(self, ex: Exchange, outgoing: dict[str, Any], response: httpx.Response, call: UpstreamCall) -> Response:
         if not ex.proxy_tools and not self.pipeline.reads_answer(ex):  # nothing reads it: the upstream's bytes
+            check_answer_bytes(response)
             call.finish(response.status_code, chat_usage(usage_of(response.content)), model_of(response.content))
             await self.pipeline.complete(ex, "ok")
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))

@@ -23,6 +23,7 @@ import yarl
 
 from ..config import UpstreamConfig
 from ..errors import ProxyError
+from .bounded import read_capped
 from .breaker import CircuitBreaker
 from .native import NativeSender
 
@@ -44,7 +45,10 @@ _CREDENTIAL = re.compile(
 )
 _UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 # Response headers never relayed: hop-by-hop and framing (the body may be re-encoded).
-DROP_RESPONSE = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "server", "date"}
+DROP_RESPONSE = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "server", "date",
+                 # …and what would act on the proxy's own origin (the dashboard is served from it) or its clients'
+                 # connections: an upstream's cookie, site-data wipe, HSTS or alternative services are not the client's
+                 "set-cookie", "set-cookie2", "clear-site-data", "strict-transport-security", "alt-svc"}
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -60,8 +64,12 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:  # an HTTP date; anything else (Python 3.10+ raises on it) is no hint at all
         parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
 class _NoCookies(http.cookiejar.CookieJar):
@@ -85,6 +93,7 @@ class Upstream:
     def __init__(self, config: UpstreamConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
         self.base_url = config.base_url.rstrip("/")
+        self.max_response_bytes = int(config.max_response_mb * 2**20)
         self._urls: dict[str, Any] = {}  # path → the client's URL object (httpx.URL or yarl.URL)
         self.breaker = CircuitBreaker(config.circuit_breaker.failure_threshold, config.circuit_breaker.cooldown_s)
         limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
@@ -93,7 +102,8 @@ class Upstream:
         self.native: NativeSender | None = None
         self.client: httpx.AsyncClient | None = None
         if transport is None and config.http_client == "aiohttp":
-            self.native = NativeSender(config.max_connections, limits.keepalive_expiry, config.timeout_s, config.connect_timeout_s)
+            self.native = NativeSender(config.max_connections, limits.keepalive_expiry, config.timeout_s, config.connect_timeout_s,
+                                       self.max_response_bytes)
         else:
             self.client = httpx.AsyncClient(
                 timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
@@ -102,6 +112,23 @@ class Upstream:
                 cookies=_NoCookies(),
             )
         self._parse_url = httpx.URL if self.client is not None else yarl.URL
+
+    async def _httpx_send(self, request: httpx.Request, stream: bool) -> httpx.Response:
+        """httpx's client, a plain answer read within the same bounds as aiohttp's (bounded.py)."""
+        assert self.client is not None
+        if stream:
+            return await self.client.send(request, stream=True)
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                response = await self.client.send(request, stream=True)
+                try:
+                    body = await read_capped(response.aiter_bytes(), self.max_response_bytes)  # inflated chunk by chunk
+                finally:
+                    await response.aclose()
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout(f"the upstream call took longer than {self.config.timeout_s} s", request=request) from exc
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
 
     async def aclose(self) -> None:
         if self.native is not None:
@@ -179,7 +206,7 @@ class Upstream:
                 response = await self.native.send(method, url, content, headers, stream)
             else:
                 request = self.client.build_request(method, url, content=content, headers=headers)
-                response = await self.client.send(request, stream=stream)
+                response = await self._httpx_send(request, stream)
         except _UNREACHABLE as exc:
             self.breaker.failure()
             if attempt <= self.config.retries:
@@ -197,6 +224,9 @@ class Upstream:
                 "upstream_timeout",
                 f"The upstream at {self.base_url} did not answer within {self.config.timeout_s:g}s.",
             ) from exc
+        except ProxyError:  # an answer past its bounds or that does not inflate (bounded.py): the upstream's fault
+            self.breaker.failure()
+            raise
         except UnicodeEncodeError as exc:  # httpx sends header values as ASCII
             raise ProxyError(400, "invalid_request", "A request header holds a character that is not ASCII.") from exc
         except httpx.HTTPError as exc:
@@ -209,6 +239,12 @@ class Upstream:
             ) from exc
 
         status = response.status_code
+        if 300 <= status < 400:  # never followed nor relayed: a client's SDK would follow it and send its prompt there
+            await response.aclose()
+            self.breaker.failure()
+            raise ProxyError(502, "upstream_invalid_response",
+                             f"The upstream answered {status} (a redirect), which the proxy neither follows nor relays; "
+                             "check upstream.base_url.")
         if status in BREAKER_STATUSES:
             self.breaker.failure()
         else:
@@ -221,6 +257,18 @@ class Upstream:
                 log.info("upstream answered %d; retry %d in %.2fs", status, attempt, sleep_s)
                 return sleep_s
         return response
+
+
+def check_answer_bytes(response: httpx.Response) -> None:
+    """What a plain answer relayed unread must be at least: a 200 whose body is a JSON object (its
+    first byte, not a parse: the pass-through's cost stays what the bytes cost). An HTML page, a
+    JSON array or a 204 is the ProxyError 502 that `completion_json` would raise."""
+    status, body = response.status_code, response.content
+    if status == 200 and body.lstrip()[:1] == b"{":
+        return
+    head = body[:80].decode("utf-8", errors="replace")
+    raise ProxyError(502, "upstream_invalid_response",
+                     f"The upstream answered {status} with a body that is not a JSON object: {head!r}")
 
 
 def completion_json(response: httpx.Response) -> dict[str, Any]:

@@ -12,12 +12,15 @@ headers, as it does on its own client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import AsyncIterator, Iterator, Mapping
 
 import aiohttp
 import httpx
 import yarl
+
+from .bounded import decoded, read_capped
 
 # aiohttp's exceptions as httpx's (most specific first), so callers handle one family.
 _EXCEPTIONS: tuple[tuple[type[BaseException], type[httpx.HTTPError]], ...] = (
@@ -66,8 +69,11 @@ class _Body(httpx.AsyncByteStream):
 class NativeSender:
     """One aiohttp session (its connection pool), made on first use inside the running loop."""
 
-    def __init__(self, max_connections: int, keepalive_s: float | None, timeout_s: float, connect_timeout_s: float) -> None:
+    def __init__(self, max_connections: int, keepalive_s: float | None, timeout_s: float, connect_timeout_s: float,
+                 max_response_bytes: int = 64 * 2**20) -> None:
         self._max_connections = max_connections
+        self._call_timeout_s = timeout_s  # a plain call's whole time (bounded.py)
+        self._max_response_bytes = max_response_bytes
         self._keepalive_s = keepalive_s
         # As httpx's Timeout(timeout_s, connect=…): each read may wait timeout_s; no limit on the whole.
         self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_connect=connect_timeout_s,
@@ -93,14 +99,22 @@ class NativeSender:
         for value in headers.values():
             value.encode("ascii")  # as httpx: a header that is not ASCII is the request's fault (UnicodeEncodeError)
         with as_httpx_errors():
-            response = await self._client().request(method, url, data=content, headers=headers, allow_redirects=False)
             if stream:
+                response = await self._client().request(method, url, data=content, headers=headers, allow_redirects=False)
                 return httpx.Response(response.status, headers=response.raw_headers, stream=_Body(response))
-            try:
-                body = await response.read()
-            finally:
+            async with asyncio.timeout(self._call_timeout_s):
+                response = await self._client().request(method, url, data=content, headers=headers, allow_redirects=False)
+                try:
+                    body = await read_capped(response.content.iter_any(), self._max_response_bytes)
+                except BaseException:
+                    response.close()  # not read to its end: the connection is not reused
+                    raise
                 response.release()
-        return httpx.Response(response.status, headers=response.raw_headers, content=body)
+        body, inflated = await decoded(body, response.headers.get("content-encoding"), self._max_response_bytes)
+        raw_headers = response.raw_headers
+        if inflated:
+            raw_headers = tuple((k, v) for k, v in raw_headers if k.lower() not in (b"content-encoding", b"content-length"))
+        return httpx.Response(response.status, headers=raw_headers, content=body)
 
     async def aclose(self) -> None:
         if self._session is not None:
