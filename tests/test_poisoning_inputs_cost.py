@@ -40,6 +40,42 @@ def test_a_long_piece_of_text_is_cut_at_clause_or_word_breaks_within_the_limit()
     assert bounded_sentences("x" * 1200, 500) == ["x" * 500, "x" * 500, "x" * 200]  # no break at all: a hard cut
 
 
+
+def _cut_by_copying(text: str, max_chars: int) -> list[str]:
+    """The first definition (it copied a sentence's rest at each cut: quadratic), as the oracle."""
+    import re
+
+    from ctxwarden.policies.text.sentences import split_sentences
+
+    out = []
+    for sentence in split_sentences(text):
+        while len(sentence) > max_chars:
+            cut = max((m.end() for m in re.finditer(r"[,;:}\])]\s*|\s+", sentence[:max_chars])), default=0) or max_chars
+            head, sentence = sentence[:cut].strip(), sentence[cut:].strip()
+            if head:
+                out.append(head)
+        if sentence:
+            out.append(sentence)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cutting_by_positions_gives_the_pieces_cutting_by_copies_gave(seed):
+    import random
+
+    rng = random.Random(seed)
+    text = "".join(rng.choice(["word", " ", ",", "; ", "\n", ". ", "}", "  ", "\u00a0", "x" * 40]) for _ in range(20_000))
+    for limit in (7, 60, MAX_CLAIM_CHARS):
+        assert bounded_sentences(text, limit) == _cut_by_copying(text, limit)
+
+
+def test_an_empty_kb_judges_nothing_and_splits_nothing(monkeypatch):
+    from ctxwarden.policies.poisoning import assess
+
+    monkeypatch.setattr(assess, "bounded_sentences", lambda *a: pytest.fail("split with nothing to judge by"))
+    empty = type("KB", (), {"index": []})()
+    assert assess.retrieve("The tower is 330 m tall. " * 1000, empty) == []
+
 def test_pieces_that_share_no_word_with_the_kb_are_not_judged():
     kb = _KB("The Eiffel Tower is located in Paris, France.")
     text = f"{LOG}\nNote: the Eiffel Tower was moved to Berlin last year.\n{LOG}"
