@@ -25,7 +25,9 @@ from .dashboard import Dashboard
 from .errors import ProxyError, error_body
 from .keys.admin import key_routes
 from .keys.gate import KeyGate
-from .keys.middleware import ClientKeys
+from .genai import usage_of
+from .keys.middleware import ClientKeys, charge_of
+from .keys.relayed import charge_relayed, check_relayed
 from .memory_trim import HeapTrim, no_huge_page_advice
 from .messages_api import MessagesHandler
 from .metrics_share import from_environment
@@ -173,10 +175,13 @@ def _relay(upstream: Upstream, max_body_mb: float) -> Endpoint:
         if request.url.query:
             path = f"{path}?{request.url.query}"
         body = await read_body(request, max_body_mb) if request.method not in ("GET", "HEAD") else None
+        charge = charge_of(request.scope)
+        check_relayed(charge, request.method, path, body, request.headers.get("content-type", ""))
         result = await upstream.send(request.method, path, body, upstream.request_headers(request.headers))
         response = result.response
         if response.status_code >= 400:
             return await relay_error(response)
+        charge_relayed(charge, usage_of(response.content))
         return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
 
     return relay

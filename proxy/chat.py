@@ -248,9 +248,12 @@ class ChatHandler:
             from .upstream.providers import litellm_response
 
             return await litellm_response(outgoing, ex.stream)
-        ask_usage = ex.stream and "stream_options" not in ex.body  # streams report no usage unless asked
-        if ex.changed or ex.proxy_tools:
-            payload = encode_json({**outgoing, "stream_options": {"include_usage": True}} if ask_usage else outgoing)
+        # Streams report no usage unless asked: the proxy asks (and strips it from what the client gets),
+        # also when the client said include_usage false, which otherwise left a client key uncharged.
+        options = ex.body.get("stream_options")
+        ask_usage = ex.stream and not (isinstance(options, dict) and options.get("include_usage") is True)
+        if ex.changed or ex.proxy_tools or (ask_usage and options is not None):
+            payload = encode_json({**outgoing, "stream_options": {**(options or {}), "include_usage": True}} if ask_usage else outgoing)
         else:  # the client's bytes, with the option spliced in front (no re-encoding of a long history)
             payload = b'{"stream_options":{"include_usage":true},' + raw.removeprefix(b"\xef\xbb\xbf").lstrip()[1:] if ask_usage else raw
         ex.notes.usage_added = ask_usage

@@ -32,6 +32,8 @@ from ctxwarden.policies.messages import content_text
 from .chat import ChatHandler, encode_json, relay_headers, upstream_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
+from .keys.middleware import charge_of
+from .keys.relayed import check_relayed
 from .models import uses_litellm
 from .proxy_tools import ProxyToolRounds
 from .typed_streams import checked_bytes, gated_stream
@@ -285,6 +287,7 @@ class MessagesHandler(ChatHandler):
         try:
             raw = await request.body()
             body = parse_json_body(raw)
+            check_relayed(charge_of(request.scope), "POST", "messages/count_tokens", raw, "application/json")
             if self.anthropic is not None:
                 headers = self.anthropic.request_headers(request.headers)
                 response = (await self.anthropic.send("POST", "messages/count_tokens", raw, headers)).response
@@ -311,6 +314,7 @@ class MessagesHandler(ChatHandler):
             if request.url.query:
                 path = f"{path}?{request.url.query}"
             body = await request.body() if request.method not in ("GET", "HEAD") else None
+            check_relayed(charge_of(request.scope), request.method, path, body, request.headers.get("content-type", ""))
             response = (await self.anthropic.send(request.method, path, body, self.anthropic.request_headers(request.headers))).response
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
         except ProxyError as exc:

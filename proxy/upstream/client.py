@@ -219,11 +219,8 @@ class Upstream:
             ) from exc
         except httpx.TimeoutException as exc:
             self.breaker.failure()
-            raise ProxyError(
-                504,
-                "upstream_timeout",
-                f"The upstream at {self.base_url} did not answer within {self.config.timeout_s:g}s.",
-            ) from exc
+            raise ProxyError(504, "upstream_timeout",
+                             f"The upstream at {self.base_url} did not answer within {self.config.timeout_s:g}s.") from exc
         except ProxyError:  # an answer past its bounds or that does not inflate (bounded.py): the upstream's fault
             self.breaker.failure()
             raise
