@@ -67,6 +67,8 @@ def tenant_of(hints: dict[str, str]) -> str | None:
 
 class ChatHandler:
     api = "chat"  # the API this handler speaks: in spans, metrics and the dashboard
+    needs = "`model` and `messages`"  # what an empty body is told to send
+
     def __init__(
         self,
         pipeline: Pipeline,
@@ -96,7 +98,7 @@ class ChatHandler:
             span.set_attribute("ctxwarden.api", self.api)
             try:
                 raw = await read_body(request, self.max_body_mb)
-                body = parse_json_body(raw)
+                body = parse_json_body(raw, self.needs)
                 ex = self._exchange(request_id, body, request.headers, len(raw), started)
                 charge = charge_of(request.scope)
                 if charge is not None:  # keys mode: the key may call this model; it is charged what it uses

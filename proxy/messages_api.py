@@ -66,6 +66,7 @@ class MessagesHandler(ChatHandler):
     """The chat handler's path (policies, spans, metrics, headers), in the Messages API's shape."""
 
     api = "messages"
+    needs = "`model`, `max_tokens` and `messages`"
 
     def __init__(self, *args: Any, anthropic: AnthropicUpstream | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -80,6 +81,8 @@ class MessagesHandler(ChatHandler):
             raise ProxyError(400, "invalid_request", "model: a JSON object with a `model` string is required", param="model")
         if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool):
             raise ProxyError(400, "invalid_request", "max_tokens: an integer is required", param="max_tokens")
+        if body.get("stream") is not None and not isinstance(body["stream"], bool):
+            raise ProxyError(400, "invalid_request", "stream: a boolean is required", param="stream")
         try:
             parsed = parse_request(body)
         except AnthropicWireError as exc:

@@ -57,10 +57,17 @@ class ResponsesHandler(ChatHandler):
     """The chat handler's path (policies, spans, metrics, headers), in the Responses API's shape."""
 
     api = "responses"
+    needs = "`model` and `input`"
+    # Fields the proxy reads or forwards as they are, checked as chat's are (a wrong type got relayed)
+    TYPED = (("stream", bool, "a boolean"), ("store", bool, "a boolean"), ("previous_response_id", str, "a string"),
+             ("user", str, "a string"), ("safety_identifier", str, "a string"))
 
     def _exchange(self, request_id: str, body: dict[str, Any], headers: Any, body_bytes: int, started: float) -> Exchange:
         if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
             raise ProxyError(400, "invalid_request", "The body must be a JSON object with a `model`.", param="model")
+        for name, kind, what in self.TYPED:
+            if body.get(name) is not None and not isinstance(body[name], kind):
+                raise ProxyError(400, "invalid_request", f"`{name}` must be {what}.", param=name)
         parsed = parse_request(body)
         chat = {"model": body["model"], "messages": parsed.messages, "stream": bool(body.get("stream"))}
         if parsed.tools is not None:

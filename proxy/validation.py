@@ -42,9 +42,9 @@ def _finite(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
-def parse_json_body(raw: bytes) -> dict[str, Any]:
+def parse_json_body(raw: bytes, needs: str = "`model` and `messages`") -> dict[str, Any]:
     if not raw.strip():
-        raise invalid("The request body is empty; send a JSON object with `model` and `messages`.")
+        raise invalid(f"The request body is empty; send a JSON object with {needs}.")
     try:
         text = (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8")
     except UnicodeDecodeError as exc:
