@@ -12,6 +12,10 @@ from ctxwarden.policies.base import Exchange
 
 from .streaming import sse
 
+# An answer whose text the proxy replaced with its notice (poisoning's block) says so in its metadata
+# too, on every API, plain or streamed: a top-level "ctxwarden" field (on the notice's chunk in a stream).
+BLOCKED_MARK = {"author": "proxy", "reason": "answer_blocked"}
+
 
 def completion_object(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> dict[str, Any]:
     """An answer the proxy wrote, marked by a top-level "ctxwarden" field (SDKs keep unknown fields)."""

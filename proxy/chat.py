@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ctxwarden.policies.base import HEAVY_BODY_BYTES, Answer, Block, Exchange, Reject, Respond, Verdict
 from ctxwarden.policies.messages import content_text
 
-from .answers import completion_chunks, completion_object, disconnected
+from .answers import BLOCKED_MARK, completion_chunks, completion_object, disconnected
 from .errors import ProxyError, error_body
 from .genai import UpstreamCall, fail_span, model_of, provider_name, server_span, usage_of
 from .models import ModelInfo, uses_litellm
@@ -323,6 +323,7 @@ class ChatHandler:
                 outcome = "blocked"
                 choice["message"] = {"role": "assistant", "content": verdict.notice, "refusal": None}
                 choice["finish_reason"] = "content_filter"
+                data["ctxwarden"] = {**BLOCKED_MARK, "choices": [*data.get("ctxwarden", {}).get("choices", []), choice.get("index", 0)]}
         await self.pipeline.complete(ex, outcome)
         return UpstreamJSON(data, status_code=response.status_code, headers=relay_headers(response))
 

@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 from ctxwarden.policies.messages import content_text
 
+from .answers import BLOCKED_MARK
 from .chat import ChatHandler, encode_json, relay_headers, upstream_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
@@ -269,7 +270,7 @@ class MessagesHandler(ChatHandler):
                 return self._error(ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type))
             if isinstance(verdict, Block):
                 outcome = "blocked"
-                data = replace_answer(data, verdict.notice)
+                data = {**replace_answer(data, verdict.notice), "ctxwarden": BLOCKED_MARK}
         await self.pipeline.complete(ex, outcome)
         if ex.stream:
             return StreamingResponse(iter([encode(e) for e in message_events(data)]), media_type="text/event-stream",

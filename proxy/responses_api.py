@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 
+from .answers import BLOCKED_MARK
 from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_headers, round_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, usage_of
@@ -179,7 +180,7 @@ class ResponsesHandler(ChatHandler):
                 return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
             if isinstance(verdict, Block):
                 outcome = "blocked"
-                data = replace_answer(data, verdict.notice)
+                data = {**replace_answer(data, verdict.notice), "ctxwarden": BLOCKED_MARK}
         await self.pipeline.complete(ex, outcome)
         if ex.stream:
             events = [encode_event(e) for e in response_events(data)]

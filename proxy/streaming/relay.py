@@ -25,6 +25,7 @@ import httpx
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject
 from ctxwarden.policies.text.sentences import last_sentence_end
 
+from ..answers import BLOCKED_MARK
 from ..errors import ProxyError
 from ..proxy_tools import Calls, ProxyToolRounds
 from . import sse
@@ -346,7 +347,7 @@ class StreamRelay:
             chunks.append(self._chunk(idx, {"content": remainder.rstrip()}))
         notice = verdict.notice if isinstance(verdict, Block) else verdict.message
         prefix = "\n\n" if state.text[: state.validated].strip() else ""
-        chunks.append(self._chunk(idx, {"content": prefix + notice}))
+        chunks.append({**self._chunk(idx, {"content": prefix + notice}), "ctxwarden": BLOCKED_MARK})
         chunks.append(self._chunk(idx, {}, finish_reason="content_filter"))
         out += [sse.encode(c) for c in chunks]
         if len(self._blocked_indexes()) < self.n:

@@ -49,9 +49,9 @@ def answer_as_chat(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def replace_answer(response: dict[str, Any], text: str) -> dict[str, Any]:
-    """A copy of `response` whose content is one text block (a blocked answer's notice);
-    stop_reason end_turn, everything else (id, model, usage) kept."""
-    return {**response, "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None}
+    """A copy of `response` whose content is one text block (a blocked answer's notice), stop_reason
+    refusal as a blocked stream's (wire/anthropic_gate.py), everything else (id, model, usage) kept."""
+    return {**response, "content": [{"type": "text", "text": text}], "stop_reason": "refusal", "stop_sequence": None}
 
 
 def _message(model: str, request_id: str, reason: str, content: list[Block], stop_reason: str | None, output_tokens: int) -> dict[str, Any]:

@@ -1,0 +1,61 @@
+"""An answer the knowledge base contradicts is replaced by the proxy's notice, and says so in its
+metadata as well as in its first words, on every API, plain and streamed: a top-level "ctxwarden"
+mark {"author": "proxy", "reason": "answer_blocked"} (on the notice's chunk in a chat stream), and
+on the Messages API the same stop_reason, refusal, plain or streamed."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.test_poisoning_e2e import admin_key, load_kb, poisoning  # noqa: F401 (the fixture)
+
+MARK = {"author": "proxy", "reason": "answer_blocked"}
+FALSE = "The Eiffel Tower is located in London."
+
+
+@pytest.fixture
+def proxy(start_proxy, fake):
+    config = {**poisoning(), "upstream": {"anthropic": {"base_url": f"{fake.url}/v1", "api_key_env": None}}}
+    server = start_proxy(config)
+    load_kb(server)
+    return server
+
+
+def events(text: str) -> list[dict]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+def test_a_blocked_chat_answer_is_marked_plain_and_streamed(proxy, fake):
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Where is the Eiffel Tower?"}]}
+    fake.reply(content=FALSE)
+    plain = httpx.post(f"{proxy.url}/v1/chat/completions", json=body).json()
+    assert plain["choices"][0]["finish_reason"] == "content_filter"
+    assert plain["ctxwarden"] == {**MARK, "choices": [0]}
+    assert plain["choices"][0]["message"]["content"].startswith("[ctxwarden]")
+    fake.reply(content=FALSE)
+    chunks = events(httpx.post(f"{proxy.url}/v1/chat/completions", json={**body, "stream": True}).text)
+    notice = [c for c in chunks if c.get("ctxwarden")]
+    assert len(notice) == 1 and notice[0]["ctxwarden"] == MARK
+    assert notice[0]["choices"][0]["delta"]["content"].lstrip().startswith("[ctxwarden]")
+
+
+def test_a_blocked_responses_answer_is_marked(proxy, fake):
+    fake.reply(content=FALSE)
+    data = httpx.post(f"{proxy.url}/v1/responses", json={"model": "gpt-4o", "input": "Where is the Eiffel Tower?"}).json()
+    assert data["ctxwarden"] == MARK
+    assert data["output"][0]["content"][0]["text"].startswith("[ctxwarden]")
+
+
+def test_a_blocked_message_is_a_refusal_plain_as_streamed(proxy, fake):
+    body = {"model": "claude-x", "max_tokens": 50, "messages": [{"role": "user", "content": "Where is the Eiffel Tower?"}]}
+    fake.reply(content=FALSE)
+    plain = httpx.post(f"{proxy.url}/v1/messages", json=body).json()
+    assert plain["stop_reason"] == "refusal" and plain["ctxwarden"] == MARK
+    assert plain["content"][0]["text"].startswith("[ctxwarden]")
+    fake.reply(content=FALSE)
+    streamed = events(httpx.post(f"{proxy.url}/v1/messages", json={**body, "stream": True}).text)
+    stop = [e for e in streamed if e.get("type") == "message_delta"]
+    assert stop[-1]["delta"]["stop_reason"] == "refusal" and stop[-1]["ctxwarden"]["author"] == "proxy"
