@@ -57,14 +57,42 @@ def test_a_relayed_request_names_only_models_the_key_may_use(keyed, fake):
 
 def test_a_batch_is_refused_to_a_key_with_limits_and_relayed_for_one_without(keyed, fake):
     proxy = keyed()
-    budgeted, _ = make_key(proxy, tokens_per_day=100_000)
-    free, _ = make_key(proxy)
+    budgeted, _ = make_key(proxy, tenants=["*"], tokens_per_day=100_000)  # a key for every tenant: stored state is open
+    free, _ = make_key(proxy, tenants=["*"])
     batch = {"input_file_id": "file-1", "endpoint": "/v1/chat/completions", "completion_window": "24h"}
     r = httpx.post(f"{proxy.url}/v1/batches", json=batch, headers=bearer(budgeted))
     assert r.status_code == 403 and r.json()["error"]["code"] == "batches_not_allowed"
     assert fake.paths == []
     r = httpx.post(f"{proxy.url}/v1/batches", json=batch, headers=bearer(free))
     assert r.status_code != 403 and fake.paths == ["/v1/batches"]  # relayed (the fake has no batches route: its 404)
+
+
+STORED = [("GET", "/v1/responses/resp_a1", None), ("GET", "/v1/responses/resp_a1/input_items", None),
+          ("GET", "/v1/chat/completions", None), ("GET", "/v1/files", None), ("GET", "/v1/files/file-a1/content", None),
+          ("DELETE", "/v1/files/file-a1", None), ("GET", "/v1/batches", None), ("POST", "/v1/vector_stores", {"name": "x"}),
+          ("POST", "/v1/responses", {"model": "gpt-4o", "input": "go on", "previous_response_id": "resp_a1"}),
+          ("POST", "/v1/responses", {"model": "gpt-4o", "input": "go on", "conversation": "conv_a1"})]
+
+
+def test_what_the_provider_stores_is_closed_to_a_key_for_one_tenant(keyed, fake):
+    """One provider key for every tenant: the provider keeps every tenant's stored objects together,
+    so a key bound to one tenant reaches only the routes that store nothing there."""
+    proxy = keyed()
+    one, _ = make_key(proxy, tenant="b")
+    every, _ = make_key(proxy, tenant="ops", tenants=["*"])
+    for method, path, body in STORED:
+        r = httpx.request(method, f"{proxy.url}{path}", json=body, headers=bearer(one))
+        assert r.status_code == 403 and r.json()["error"]["code"] == "shared_provider_state", (method, path, r.text)
+    r = httpx.post(f"{proxy.url}/v1/messages", headers={"x-api-key": one}, json={
+        "model": "claude-x", "max_tokens": 5, "container": "container_a1", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 403 and r.json()["type"] == "error"
+    assert fake.paths == []  # none reached the provider
+    assert httpx.post(f"{proxy.url}/v1/embeddings", json={"model": "m", "input": "hi"}, headers=bearer(one)).status_code == 200
+    assert httpx.get(f"{proxy.url}/v1/models", headers=bearer(one)).status_code == 200
+    r = httpx.post(f"{proxy.url}/v1/responses", json={"model": "gpt-4o", "input": "go on", "previous_response_id": "resp_a1"},
+                   headers=bearer(every))
+    assert r.status_code == 200  # the operator's key for every tenant may
+    assert fake.responses_requests[-1]["previous_response_id"] == "resp_a1"
 
 
 def test_the_usage_a_relayed_answer_reports_is_charged(keyed, hostile, monkeypatch):

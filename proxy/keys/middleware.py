@@ -20,12 +20,13 @@ from starlette.responses import JSONResponse
 from ..errors import ProxyError
 from ..wire.anthropic import error_body as anthropic_error_body
 from .gate import KeyGate, guarded
-from .records import KeyRecord
+from .records import ANY_TENANT, KeyRecord
 
 CHARGE = "ctxwarden.client_key"  # the scope["state"] entry handlers read
 COUNTED = "proxy_counted_prompt_tokens"  # in the usage tally: the proxy's count of the prompt it forwarded
 CREDENTIALS = {b"authorization", b"x-api-key", b"api-key", b"x-goog-api-key"}
 REWRITTEN = {b"x-ctxwarden-tenant", b"x-ctxwarden-user"}
+STORED_REFERENCES = ("previous_response_id", "conversation", "container")  # fields naming provider-stored state
 
 
 @dataclass
@@ -37,6 +38,20 @@ class Charge:
     def check_model(self, model: str) -> None:
         if not self.record.may_use_model(model):
             raise ProxyError(403, "model_not_allowed", f"This key may not use the model {model!r}.", param="model")
+
+    def check_request(self, model: str, body: Any) -> None:
+        """The model, and no reference to what the provider stores under the proxy's one provider key
+        (a stored Response to continue, a conversation, a code container): every tenant's objects are
+        kept there together, so a key for one tenant could continue another's (keys/relayed.py)."""
+        self.check_model(model)
+        if ANY_TENANT in self.record.tenants or not isinstance(body, dict):
+            return
+        for field in STORED_REFERENCES:
+            if body.get(field) is not None:
+                raise ProxyError(403, "shared_provider_state",
+                                 f"`{field}` refers to what the provider stores under the proxy's one provider key, "
+                                 "which every tenant shares; a key for one tenant may not use it (send the whole "
+                                 "conversation instead, or use a key for every tenant).", param=field)
 
     @property
     def tokens(self) -> int:

@@ -9,7 +9,13 @@ reports in their handlers. The relayed routes did neither: a key allowed only `g
 - the usage a relayed JSON answer reports is charged (prompt and completion tokens, or Anthropic's
   input and output tokens);
 - a batch, whose cost is known only when its results are read, is refused to a key with a model list
-  or a token budget: the proxy could enforce neither on it.
+  or a token budget: the proxy could enforce neither on it;
+- what the provider stores (files, batches, stored responses and chat completions, vector stores,
+  conversations, …) is kept under the proxy's one provider key, which every tenant shares: a key
+  bound to one tenant read another tenant's stored Response, its files and every stored chat
+  completion. Only the routes that keep nothing at the provider are open to such a key; the rest
+  are for a key that acts for every tenant (`tenants: ['*']`), or for passthrough mode, where each
+  client's own provider key keeps its objects apart.
 """
 
 from __future__ import annotations
@@ -20,8 +26,13 @@ from typing import Any
 
 from ..errors import ProxyError
 from .middleware import Charge
+from .records import ANY_TENANT
 
 BATCH_CREATES = ("batches", "messages/batches")  # POST here: requests whose cost is known later
+# Relayed routes that keep nothing at the provider (an allow-list: a route the provider adds later is
+# closed to one-tenant keys until it is known to be stateless)
+STATELESS = re.compile(r"(models(/[^/]+)?|embeddings|completions|moderations|images/(generations|edits|variations)"
+                       r"|audio/(speech|transcriptions|translations)|messages/count_tokens)")
 _FORM_MODEL = re.compile(rb'name="model"\r?\n(?:[^\r\n]+\r?\n)*\r?\n([^\r\n]{1,200})\r?\n')
 
 
@@ -49,9 +60,14 @@ def check_relayed(charge: Charge | None, method: str, path: str, body: bytes | N
     """ProxyError 403 when the key may not make this relayed request; nothing without a key."""
     if charge is None:
         return
+    bare = path.split("?", 1)[0].strip("/")
+    if ANY_TENANT not in charge.record.tenants and not STATELESS.fullmatch(bare):
+        raise ProxyError(403, "shared_provider_state",
+                         f"/v1/{bare} reaches what the provider stores under the proxy's one provider key, which every "
+                         "tenant shares; a key for one tenant may not use it (a key for every tenant may, or passthrough "
+                         "mode, with each client's own provider key).")
     for model in requested_models(body, content_type):
         charge.check_model(model)
-    bare = path.split("?", 1)[0].strip("/")
     limited = bool(charge.record.models) or charge.record.tokens_per_day is not None
     if method == "POST" and bare in BATCH_CREATES and limited:
         raise ProxyError(403, "batches_not_allowed",
