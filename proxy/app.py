@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ctxwarden.policies.cache import set_cache_budget
@@ -177,14 +177,28 @@ def _relay(upstream: Upstream, max_body_mb: float) -> Endpoint:
         body = await read_body(request, max_body_mb) if request.method not in ("GET", "HEAD") else None
         charge = charge_of(request.scope)
         check_relayed(charge, request.method, path, body, request.headers.get("content-type", ""))
-        result = await upstream.send(request.method, path, body, upstream.request_headers(request.headers))
+        result = await upstream.send(request.method, path, body, upstream.request_headers(request.headers), stream=True)
         response = result.response
         if response.status_code >= 400:
             return await relay_error(response)
-        charge_relayed(charge, usage_of(response.content))
-        return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
+        return StreamingResponse(_relayed_body(response, charge), status_code=response.status_code,
+                                 headers=relay_headers(response))
 
     return relay
+
+
+async def _relayed_body(response: httpx.Response, charge: Any) -> AsyncIterator[bytes]:
+    """A relayed answer as it comes: a file's content or a big batch of embeddings is never held whole
+    (nor bounded by upstream.max_response_mb, which is for the answers the proxy reads). The usage it
+    reports, at its end, is charged to the client key before the last byte goes out."""
+    tail = b""
+    try:
+        async for chunk in response.aiter_bytes():
+            tail = (tail + chunk)[-4096:]
+            yield chunk
+        charge_relayed(charge, usage_of(tail))
+    finally:
+        await response.aclose()
 
 
 def _lifespan(pipeline: Pipeline, upstream: Upstream, telemetry: Telemetry, state: Any,

@@ -130,3 +130,15 @@ def test_a_retry_after_nobody_can_read_is_relayed_not_a_500(start_proxy, hostile
     r = post(proxy)
     assert r.status_code == 429 and r.json()["error"]["message"] == "slow down"
     still_fine(proxy)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_relayed_answer_streams_through_whatever_its_size(start_proxy, hostile, client):
+    """The bound is for the answers the proxy reads: a file's content passes as it comes, inflated."""
+    content = bytes(range(256)) * (12 * 2**12)  # 3 MB
+    proxy = behind(start_proxy, hostile, scripted(lambda: Response(gzip.compress(content), media_type="application/octet-stream",
+                                                                   headers={"content-encoding": "gzip"})),
+                   client, max_response_mb=2)
+    r = httpx.get(f"{proxy.url}/v1/files/file-1/content", timeout=30)
+    assert r.status_code == 200 and r.content == content
+    still_fine(proxy)
