@@ -15,6 +15,18 @@ from .streaming import sse
 # An answer whose text the proxy replaced with its notice (poisoning's block) says so in its metadata
 # too, on every API, plain or streamed: a top-level "ctxwarden" field (on the notice's chunk in a stream).
 BLOCKED_MARK = {"author": "proxy", "reason": "answer_blocked"}
+COUNTED_PROMPT = "proxy_counted_prompt_tokens"  # RequestNotes.usage: the proxy's count of the prompt it forwarded
+
+
+def estimated_usage(ex: Exchange, streamed_text: str) -> dict[str, Any]:
+    """Usage for a stream a block ended before the upstream reported its own (that comes last, and
+    waiting for it would pay for the rest of a blocked answer): the proxy's count of the prompt and
+    ~4 characters a token of what was streamed, marked as the proxy's estimate. Charged to a client
+    key as the upstream's would be."""
+    prompt = int(ex.notes.usage.get(COUNTED_PROMPT, 0))
+    completion = (len(streamed_text) + 3) // 4
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "ctxwarden": "estimated"}
 
 
 def completion_object(ex: Exchange, content: str, finish_reason: str = "stop", reason: str = "") -> dict[str, Any]:

@@ -59,3 +59,16 @@ def test_a_blocked_message_is_a_refusal_plain_as_streamed(proxy, fake):
     streamed = events(httpx.post(f"{proxy.url}/v1/messages", json={**body, "stream": True}).text)
     stop = [e for e in streamed if e.get("type") == "message_delta"]
     assert stop[-1]["delta"]["stop_reason"] == "refusal" and stop[-1]["ctxwarden"]["author"] == "proxy"
+
+
+def test_a_blocked_chat_stream_still_reports_usage_estimated_by_the_proxy(proxy, fake):
+    """A block ends the stream before the upstream's usage (it comes last); a client that asked for
+    usage gets the proxy's estimate, marked as such, rather than none."""
+    body = {"model": "gpt-4o", "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "Where is the Eiffel Tower?"}]}
+    fake.reply(content=FALSE + " Many visitors go there each year, and the views are wonderful from the top.")
+    chunks = events(httpx.post(f"{proxy.url}/v1/chat/completions", json=body).text)  # blocked at its first sentence
+    usage = [c["usage"] for c in chunks if c.get("usage")]
+    assert len(usage) == 1 and usage[0]["ctxwarden"] == "estimated"
+    assert usage[0]["prompt_tokens"] > 0 and usage[0]["completion_tokens"] > 0
+    assert usage[0]["total_tokens"] == usage[0]["prompt_tokens"] + usage[0]["completion_tokens"]

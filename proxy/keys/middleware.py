@@ -17,13 +17,14 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from ..answers import COUNTED_PROMPT
 from ..errors import ProxyError
 from ..wire.anthropic import error_body as anthropic_error_body
 from .gate import KeyGate, guarded
 from .records import ANY_TENANT, KeyRecord
 
 CHARGE = "ctxwarden.client_key"  # the scope["state"] entry handlers read
-COUNTED = "proxy_counted_prompt_tokens"  # in the usage tally: the proxy's count of the prompt it forwarded
+COUNTED = COUNTED_PROMPT  # in the usage tally: the proxy's count of the prompt it forwarded
 CREDENTIALS = {b"authorization", b"x-api-key", b"api-key", b"x-goog-api-key"}
 REWRITTEN = {b"x-ctxwarden-tenant", b"x-ctxwarden-user"}
 STORED_REFERENCES = ("previous_response_id", "conversation", "container")  # fields naming provider-stored state

@@ -25,7 +25,7 @@ import httpx
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject
 from ctxwarden.policies.text.sentences import last_sentence_end
 
-from ..answers import BLOCKED_MARK
+from ..answers import BLOCKED_MARK, estimated_usage
 from ..errors import ProxyError
 from ..proxy_tools import Calls, ProxyToolRounds
 from . import sse
@@ -355,6 +355,8 @@ class StreamRelay:
             return out + self._release(final=False)
         self.ended = True
         self.held.clear()
+        if not self.usage:  # the upstream's comes last: the proxy's estimate, marked as such
+            self.usage = estimated_usage(self.ex, "".join(state.text for state in self.choices.values()))
         if self.usage and not self.strip_usage:
             out.append(sse.encode({**self.template, "object": "chat.completion.chunk", "choices": [], "usage": self.usage}))
         out.append(sse.DONE)
