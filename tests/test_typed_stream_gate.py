@@ -123,3 +123,39 @@ def test_a_messages_stream_that_passes_is_relayed_whole_with_its_usage():
     datas, relay, _ = run(messages_events(["All", " true."]), MessagesDialect(), judged([]))
     assert relay.outcome == "ok" and [d["type"] for d in datas][-1] == "message_stop"
     assert relay.dialect.usage() == {"completion_tokens": 9, "prompt_tokens": 5}
+
+
+def test_a_blocked_responses_stream_keeps_what_went_out_numbered_and_reports_usage():
+    """The completed response holds the items the client saw before the message (a reasoning item),
+    the closing events continue the numbers of the events that went out (held ones were dropped), and
+    the usage the upstream had not reported yet is the proxy's estimate, marked as such."""
+    reasoning = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Think."}]}
+    where = {"item_id": "msg_1", "output_index": 1, "content_index": 0}
+    events = [{"type": "response.created", "response": {"id": "resp_1", "model": "m", "status": "in_progress", "output": []}},
+              {"type": "response.output_item.added", "output_index": 0, "item": {**reasoning, "summary": []}},
+              {"type": "response.output_item.done", "output_index": 0, "item": reasoning},
+              {"type": "response.output_item.added", "output_index": 1, "item": {"id": "msg_1", "type": "message", "content": []}}]
+    events += [{"type": "response.output_text.delta", **where, "delta": w}
+               for w in ["One is fine.", " Two is", " false.", " Three", " never shows."]]
+    chunks = [f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode() for n, e in enumerate(events)]
+    datas, relay, _ = run(chunks, ResponsesDialect(), judged([], "false"))
+    numbers = [d["sequence_number"] for d in datas]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # no gap where held events were dropped
+    completed = datas[-1]["response"]
+    assert [item["type"] for item in completed["output"]] == ["reasoning", "message"]
+    assert completed["usage"]["ctxwarden"] == "estimated" and completed["usage"]["output_tokens"] > 0
+    assert relay.dialect.usage()["completion_tokens"] == completed["usage"]["output_tokens"]
+
+
+def test_a_blocked_messages_stream_reports_its_output_tokens():
+    def event(kind: str, data: dict) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+    chunks = [event("message_start", {"message": {"id": "msg_1", "model": "m", "usage": {"input_tokens": 12, "output_tokens": 1}}}),
+              event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})]
+    chunks += [event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": w}})
+               for w in ["One is fine.", " Two is", " false.", " Three", " never."]]
+    datas, relay, _ = run(chunks, MessagesDialect(), judged([], "false"))
+    delta = next(d for d in datas if d["type"] == "message_delta")
+    assert delta["delta"]["stop_reason"] == "refusal" and delta["usage"]["output_tokens"] > 0
+    assert delta["ctxwarden"]["usage"] == "estimated"
+    assert relay.dialect.usage() == {"prompt_tokens": 12, "completion_tokens": delta["usage"]["output_tokens"]}

@@ -10,10 +10,12 @@ live in the dialects (wire/responses_gate.py, wire/anthropic_gate.py); this loop
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol
 
 import httpx
 
+from ..answers import estimated_usage
 from . import sse
 from .gate import TextGate
 
@@ -30,7 +32,7 @@ class Dialect(Protocol):
     def ended(self) -> bool:
         """The stream's last event (completed, message_stop) arrived."""
 
-    def blocked_events(self, released: str, remainder: str, notice: str) -> list[bytes]:
+    def blocked_events(self, released: str, remainder: str, notice: str, ending: "Ending") -> list[bytes]:
         """The events that end a blocked answer: after the text that went out (`released`), the
         judged `remainder` that had not, then the `notice` and the API's closing events."""
 
@@ -44,11 +46,22 @@ class Dialect(Protocol):
         """The model that answered."""
 
 
+@dataclass
+class Ending:
+    """What a blocked answer's closing events need besides its text: the last event that went out
+    (its sequence number comes next), and usage for an answer the upstream had not yet reported its
+    own for (it comes last, and waiting for it would pay for the rest of a blocked answer)."""
+
+    last_released: bytes
+    estimate: dict[str, Any]  # answers.estimated_usage, in chat's names
+
+
 class TypedRelay:
     def __init__(self, gate: TextGate, dialect: Dialect) -> None:
         self.gate = gate
         self.dialect = dialect
         self.outcome = "ok"
+        self.last_released = b""
 
     async def relay(self, response: httpx.Response) -> AsyncIterator[bytes]:
         splitter = sse.EventSplitter()
@@ -95,13 +108,19 @@ class TypedRelay:
         await gate.judge(final=closes)
         if gate.blocked:
             return self._blocked()
-        return gate.release()
+        return self._released(gate.release())
+
+    def _released(self, out: list[bytes]) -> list[bytes]:
+        if out:
+            self.last_released = out[-1]
+        return out
 
     def _blocked(self) -> list[bytes]:
         self.outcome = "blocked"
-        out = self.gate.release()
+        out = self._released(self.gate.release())
         remainder, notice = self.gate.ending()
-        return [*out, *self.dialect.blocked_events(self.gate.text[:self.gate.released], remainder, notice)]
+        ending = Ending(self.last_released, estimated_usage(self.gate.ex, self.gate.text))
+        return [*out, *self.dialect.blocked_events(self.gate.text[:self.gate.released], remainder, notice, ending)]
 
     def _broken(self, problem: str) -> list[bytes]:
         log.warning("stream %s from the upstream is broken: %s", self.gate.ex.request_id, problem)

@@ -46,8 +46,11 @@ class MessagesDialect:
         self.index = event.get("index", 0)
         return delta["text"], False
 
-    def blocked_events(self, released: str, remainder: str, notice: str) -> list[bytes]:
-        mark = {"author": "proxy", "reason": "answer_blocked"}
+    def blocked_events(self, released: str, remainder: str, notice: str, ending: Any) -> list[bytes]:
+        mark: dict[str, Any] = {"author": "proxy", "reason": "answer_blocked"}
+        if not self.output_tokens:  # Anthropic's count comes in the last message_delta: the proxy's estimate
+            self.output_tokens = ending.estimate["completion_tokens"]
+            mark["usage"] = "estimated"
         return [
             sse_event("content_block_delta", {"type": "content_block_delta", "index": self.index,
                                               "delta": {"type": "text_delta", "text": remainder + notice}}),

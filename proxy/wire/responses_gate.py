@@ -10,6 +10,7 @@ API ends a message: the notice as the item's last delta, then its `done` events 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .responses_answer import output_message, text_part
@@ -18,6 +19,7 @@ from .responses_stream import encode_event
 CLOSING = {"response.output_text.done", "response.content_part.done", "response.output_item.done",
            "response.completed", "response.incomplete", "response.failed"}
 LAST = {"response.completed", "response.incomplete", "response.failed"}
+_SEQUENCE = re.compile(rb'"sequence_number"\s*:\s*(\d+)')
 
 
 class ResponsesDialect:
@@ -28,6 +30,7 @@ class ResponsesDialect:
         self.item_start = 0  # the answer's text length when this item's text began
         self.seen = 0  # the answer's text length so far
         self.sequence = -1
+        self.items: dict[int, Any] = {}  # output_index → an item streamed whole (reasoning, a call) before the text
 
     @property
     def ended(self) -> bool:
@@ -42,6 +45,8 @@ class ResponsesDialect:
         if kind in LAST:
             response = event.get("response")
             self.completed = response if isinstance(response, dict) else {}
+        if kind == "response.output_item.done" and isinstance(event.get("item"), dict) and isinstance(event.get("output_index"), int):
+            self.items[event["output_index"]] = event["item"]
         if kind != "response.output_text.delta":
             return "", kind in CLOSING
         delta = event.get("delta")
@@ -53,12 +58,21 @@ class ResponsesDialect:
         self.seen += len(delta)
         return delta, False
 
-    def blocked_events(self, released: str, remainder: str, notice: str) -> list[bytes]:
+    def blocked_events(self, released: str, remainder: str, notice: str, ending: Any) -> list[bytes]:
         where = self.where or {"item_id": "msg_ctxwarden", "output_index": 0, "content_index": 0}
         text = released[self.item_start:] + remainder + notice
         message = output_message(where["item_id"], text)
-        response = {**self.started, "status": "completed", "output": [message], "error": None,
+        # The items the client saw before the message (reasoning, calls) stay in the completed response
+        before = [item for index, item in sorted(self.items.items()) if index < (where["output_index"] or 0)]
+        estimate = ending.estimate
+        usage = self.started.get("usage") or {"input_tokens": estimate["prompt_tokens"], "output_tokens": estimate["completion_tokens"],
+                                              "total_tokens": estimate["total_tokens"], "ctxwarden": "estimated"}
+        response = {**self.started, "status": "completed", "output": [*before, message], "error": None, "usage": usage,
                     "incomplete_details": None, "ctxwarden": {"author": "proxy", "reason": "answer_blocked"}}
+        self.completed = response  # its usage is what the metrics and a client key's charge read
+        numbers = _SEQUENCE.findall(ending.last_released)
+        if numbers:  # the next number after the last event that went out (held ones were dropped)
+            self.sequence = int(numbers[-1])
         events = [
             {"type": "response.output_text.delta", **where, "delta": remainder + notice, "logprobs": []},
             {"type": "response.output_text.done", **where, "text": text, "logprobs": []},
