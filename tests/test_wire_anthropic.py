@@ -433,7 +433,7 @@ def test_reading_an_answer():
 def test_replace_answer_is_one_text_block():
     blocked = replace_answer(upstream_answer(), "[ctxwarden] answer withheld: it contradicts the knowledge base.")
     parsed = AnthropicMessage.model_validate(blocked)
-    assert [b.type for b in parsed.content] == ["text"] and parsed.stop_reason == "end_turn"
+    assert [b.type for b in parsed.content] == ["text"] and parsed.stop_reason == "refusal"  # as a blocked stream ends
     assert blocked["usage"] == upstream_answer()["usage"] and blocked["id"] == "msg_01"
 
 
