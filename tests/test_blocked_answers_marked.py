@@ -72,3 +72,18 @@ def test_a_blocked_chat_stream_still_reports_usage_estimated_by_the_proxy(proxy,
     assert len(usage) == 1 and usage[0]["ctxwarden"] == "estimated"
     assert usage[0]["prompt_tokens"] > 0 and usage[0]["completion_tokens"] > 0
     assert usage[0]["total_tokens"] == usage[0]["prompt_tokens"] + usage[0]["completion_tokens"]
+
+
+def test_a_chat_answer_without_sentence_ends_is_judged_piece_by_piece(proxy, fake):
+    """A long one-line answer was held and rescanned whole at every chunk until its end (quadratic,
+    on the event loop: ~46 s for 32 KB); it is judged in pieces within a claim's bound as it streams."""
+    line = " ".join(f"item{n}={n * 7}," for n in range(1500))  # ~15 KB, no sentence end
+    fake.reply(content=line)
+    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "List the items."}]}
+    text = httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=60).text
+    streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in events(text) if c.get("choices"))
+    assert streamed == line
+    metrics = httpx.get(f"{proxy.url}/metrics").text
+    partial = [ln for ln in metrics.splitlines() if "poisoning_validation" in ln and "_count" in ln and 'partial="True"' in ln]
+    assert partial, [ln for ln in metrics.splitlines() if "poisoning_validation" in ln]
+    assert float(partial[0].rsplit(" ", 1)[1]) >= 20  # ~15 KB in pieces of at most 500 characters

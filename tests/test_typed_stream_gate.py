@@ -159,3 +159,24 @@ def test_a_blocked_messages_stream_reports_its_output_tokens():
     assert delta["delta"]["stop_reason"] == "refusal" and delta["usage"]["output_tokens"] > 0
     assert delta["ctxwarden"]["usage"] == "estimated"
     assert relay.dialect.usage() == {"prompt_tokens": 12, "completion_tokens": delta["usage"]["output_tokens"]}
+
+
+def test_an_answer_that_never_ends_a_sentence_is_judged_in_bounded_pieces():
+    """A one-line answer (JSON, code) has no sentence end: its text was held and scanned whole again
+    at every event (quadratic, on the event loop). Pieces now end at a break within a claim's bound,
+    so each check and each scan reads at most that much, and the text goes out as it is judged."""
+    from ctxwarden.policies.poisoning.assess import MAX_CLAIM_CHARS
+
+    words = [f" item{n}: {n * 7}" for n in range(2000)]  # ~24 KB, no sentence end
+    log: list[str] = []
+    scanned: list[int] = []
+
+    def releasable(ex, pending):
+        scanned.append(len(pending))
+        return 0
+    datas, relay, _ = run(responses_events(words), ResponsesDialect(), judged(log), releasable)
+    assert relay.outcome == "ok" and len(log) > 40
+    assert max(len(piece) for piece in log[:-1]) <= MAX_CLAIM_CHARS
+    assert max(scanned) <= MAX_CLAIM_CHARS + max(len(w) for w in words)
+    deltas = [n for n, d in enumerate(datas) if d["type"] == "response.output_text.delta"]
+    assert deltas[len(deltas) // 2] < len(datas) - 10  # released along the way, not all at the end

@@ -49,6 +49,7 @@ _read = lambda m: remembered("poisoning.text", m, _without_notes)  # noqa: E731 
 CHECKED_ROLES = ("assistant", "tool")
 MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
 SHORT_EMBED_CHARS = 4000  # answer + question under this are embedded on the event loop (≲ 0.3 ms)
+PRIOR_CHARS = 2000  # of a stream's text already judged, what a new piece's check reads as its context
 
 
 class PoisoningPolicy(BasePolicy):
@@ -129,7 +130,8 @@ class PoisoningPolicy(BasePolicy):
         text = _OUR_NOTES.sub("", answer.text)
         if not text.strip():
             return None
-        context = _OUR_NOTES.sub("", answer.prior_text) if answer.partial else ""
+        # Its context is what went before, up to PRIOR_CHARS (all of it, read again per piece, was quadratic)
+        context = _OUR_NOTES.sub("", answer.prior_text[-PRIOR_CHARS:]) if answer.partial else ""
         started = time.perf_counter()
         try:
             kb = self.kb(ex.tenant)

@@ -50,6 +50,20 @@ def last_sentence_end(text: str, start: int = 0) -> int:
     return end
 
 
+def piece_end(text: str, start: int, max_chars: int) -> int:
+    """Where a stream's next piece to judge ends: after its last complete sentence, or, when more
+    than `max_chars` arrived without one (a one-line JSON answer, a long line of code), at the last
+    clause or word break within `max_chars` (as `bounded_sentences` cuts a claim); `start` when
+    there is no piece yet. A sentence that never ended was scanned whole again at every chunk (a
+    quadratic cost on the event loop: a 32 KB one-line answer stalled the proxy for 46 s); what is
+    pending now stays within `max_chars` and a chunk, so a stream costs in proportion to its length."""
+    end = last_sentence_end(text, start)
+    if end > start or len(text) - start <= max_chars:
+        return end
+    breaks = [m.end() for m in _BREAK.finditer(text, start, start + max_chars)]
+    return breaks[-1] if breaks else start + max_chars
+
+
 def _add(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
     piece = text[start:end]
     stripped = piece.strip()

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject
-from ctxwarden.policies.text.sentences import last_sentence_end
+from ctxwarden.policies.poisoning.assess import MAX_CLAIM_CHARS
+from ctxwarden.policies.text.sentences import piece_end
 
 Validate = Callable[[Exchange, Answer], Awaitable[Any]]  # a Verdict or None
 Releasable = Callable[[Exchange, str], int]
@@ -45,7 +46,7 @@ class TextGate:
         """Judge every complete sentence not yet judged (all remaining text when `final`)."""
         if self.blocked or self.validated >= len(self.text):
             return
-        end = len(self.text) if final else last_sentence_end(self.text, self.validated)
+        end = len(self.text) if final else piece_end(self.text, self.validated, MAX_CLAIM_CHARS)
         if end > self.validated:
             piece = self.text[self.validated:end]
             verdict = await self.validate(

@@ -23,7 +23,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import httpx
 
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject
-from ctxwarden.policies.text.sentences import last_sentence_end
+from ctxwarden.policies.poisoning.assess import MAX_CLAIM_CHARS
+from ctxwarden.policies.text.sentences import piece_end
 
 from ..answers import BLOCKED_MARK, estimated_usage
 from ..errors import ProxyError
@@ -299,7 +300,7 @@ class StreamRelay:
         for idx, state in list(self.choices.items()):
             if state.blocked or state.validated >= len(state.text):
                 continue
-            end = len(state.text) if final else last_sentence_end(state.text, state.validated)
+            end = len(state.text) if final else piece_end(state.text, state.validated, MAX_CLAIM_CHARS)
             if end <= state.validated:
                 continue
             piece = state.text[state.validated:end]
