@@ -16,14 +16,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ctxwarden.policies.base import HEAVY_BODY_BYTES, Answer, Block, Exchange, Reject, Respond, Verdict
 from ctxwarden.policies.messages import content_text
 
-from .answers import BLOCKED_MARK, completion_chunks, completion_object, disconnected
+from .answers import BLOCKED_MARK, COUNTED_PROMPT, completion_chunks, completion_object, disconnected
 from .errors import ProxyError, error_body
 from .genai import UpstreamCall, fail_span, model_of, provider_name, server_span, usage_of
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
 from .prefix_watch import PrefixWatch
 from .proxy_tools import ProxyToolRounds
-from .keys.middleware import COUNTED, charge_of
+from .keys.middleware import charge_of
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
 from .session_ids import session_of  # noqa: F401 (tests and handlers import it from here)
@@ -239,7 +239,7 @@ class ChatHandler:
         budget = ex.notes.budget
         if budget is not None:
             after = budget.tokens_before if budget.tokens_after is None else budget.tokens_after
-            ex.notes.usage.setdefault(COUNTED, after)  # a client key is charged this if the upstream reports no usage
+            ex.notes.usage.setdefault(COUNTED_PROMPT, after)  # a client key is charged this if the upstream reports no usage
             self.metrics.record("ctxwarden.request.received_tokens", budget.tokens_before, model=ex.model)
             self.metrics.record("ctxwarden.request.forwarded_tokens", after, model=ex.model)
             span.set_attribute("ctxwarden.tokens.before", budget.tokens_before)
@@ -278,8 +278,7 @@ class ChatHandler:
                 from .upstream.providers import litellm_response
 
                 return await litellm_response(body, stream)
-            # A plain round is a call of its own (span, metrics, the client key's charge); a streamed
-            # one's usage is summed by the relay into the first round's call.
+            # A plain round is a call of its own (span, metrics, key's charge); the relay sums a streamed one's
             call = None if stream else UpstreamCall(self.telemetry, ex.model, provider_name(ex.model, False), self.upstream.base_url,
                                                     tally=ex.notes.usage)
             result = await self.upstream.send("POST", "chat/completions", encode_json(body), ex.notes.upstream_headers, stream=stream)
@@ -309,7 +308,7 @@ class ChatHandler:
         call.finish(response.status_code, data.get("usage"), data.get("model"))
         if ex.proxy_tools:
             data = await self._proxy_tool_rounds(ex, stream=False).settle(data)
-        outcome = "ok"
+        blocked: list[int] = []  # the choices whose answer the notice replaced
         for choice in data.get("choices") or []:
             msg = choice.get("message")
             text = content_text(msg) if isinstance(msg, dict) else ""
@@ -320,11 +319,12 @@ class ChatHandler:
                 await self.pipeline.complete(ex, "blocked")
                 return ProxyError(verdict.status, verdict.code, verdict.message, verdict.param, verdict.type).response()
             if isinstance(verdict, Block):
-                outcome = "blocked"
                 choice["message"] = {"role": "assistant", "content": verdict.notice, "refusal": None}
                 choice["finish_reason"] = "content_filter"
-                data["ctxwarden"] = {**BLOCKED_MARK, "choices": [*data.get("ctxwarden", {}).get("choices", []), choice.get("index", 0)]}
-        await self.pipeline.complete(ex, outcome)
+                blocked.append(choice.get("index", 0))
+        if blocked:
+            data["ctxwarden"] = {**BLOCKED_MARK, "choices": blocked}
+        await self.pipeline.complete(ex, "blocked" if blocked else "ok")
         return UpstreamJSON(data, status_code=response.status_code, headers=relay_headers(response))
 
     def _stream(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:

@@ -36,7 +36,7 @@ from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
 from .keys.middleware import charge_of
 from .keys.relayed import check_relayed
 from .models import uses_litellm
-from .proxy_tools import ProxyToolRounds
+from .proxy_tools import ProxyToolRounds, add_usage
 from .typed_streams import checked_bytes, gated_stream
 from .upstream.client import AnthropicUpstream, check_answer_bytes, completion_json
 from .upstream.paths import relay_path
@@ -187,7 +187,7 @@ class MessagesHandler(ChatHandler):
         body = dict(outgoing)
         usage: dict[str, int] = {}
         while True:
-            _add_usage(usage, data.get("usage"))
+            add_usage(usage, data.get("usage"))
             uses = tool_uses_in_answer(data)
             calls = [{"id": u.get("id"), "type": "function",
                       "function": {"name": u.get("name"), "arguments": json.dumps(u.get("input", {}))}} for u in uses]
@@ -360,13 +360,3 @@ async def _anthropic_error(response: httpx.Response) -> tuple[dict[str, Any], di
     if not (isinstance(data, dict) and data.get("type") == "error" and isinstance(data.get("error"), dict)):
         data = error_body(response.status_code, None, f"The upstream answered {response.status_code}: {_error_text(content)}")
     return data, {k: v for k, v in response.headers.items() if k.lower() in ("retry-after", "request-id")}
-
-
-def _add_usage(total: dict[str, int], usage: Any) -> None:
-    """Anthropic's usage counts summed over the proxy's rounds (input, output and both cache counts)."""
-    if isinstance(usage, dict):
-        for key, value in usage.items():
-            if isinstance(value, int) and not isinstance(value, bool) and key.endswith("tokens"):
-                total[key] = total.get(key, 0) + value
-
-

@@ -87,7 +87,7 @@ class ProxyToolRounds:
         """A plain (not streamed) answer after the proxy's rounds; usage summed over the rounds."""
         usage_total: dict[str, int] = {}
         while True:
-            _add_usage(usage_total, data.get("usage"))
+            add_usage(usage_total, data.get("usage"))
             choice = (data.get("choices") or [{}])[0]
             message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
             proxy_calls, client_calls = self.split(message.get("tool_calls") or [])
@@ -119,8 +119,11 @@ def _assistant_echo(message: dict[str, Any]) -> dict[str, Any]:
     return keep
 
 
-def _add_usage(total: dict[str, int], usage: Any) -> None:
+def add_usage(total: dict[str, int], usage: Any) -> None:
+    """A round's token counts added to the rounds' (`usage` in any API's names: chat's prompt and
+    completion, Responses' input and output, Anthropic's and its cache counts; nested details are
+    left as the last round gave them)."""
     if isinstance(usage, dict):
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            if isinstance(usage.get(key), int):
-                total[key] = total.get(key, 0) + usage[key]
+        for key, value in usage.items():
+            if isinstance(value, int) and not isinstance(value, bool) and key.endswith("tokens"):
+                total[key] = total.get(key, 0) + value

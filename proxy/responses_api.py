@@ -32,7 +32,7 @@ from .answers import BLOCKED_MARK
 from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_headers, round_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, usage_of
-from .proxy_tools import ProxyToolRounds
+from .proxy_tools import ProxyToolRounds, add_usage
 from .typed_streams import checked_bytes, gated_stream
 from .upstream.client import check_answer_bytes, completion_json
 from .wire.responses import (
@@ -194,7 +194,7 @@ class ResponsesHandler(ChatHandler):
         body = dict(outgoing)
         usage: dict[str, int] = {}
         while True:
-            _add(usage, data.get("usage"))
+            add_usage(usage, data.get("usage"))
             calls = {c.get("call_id"): c for c in calls_in_answer(data)}
             chat_calls = [{"id": cid, "type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
                           for cid, c in calls.items()]
@@ -226,9 +226,4 @@ class ResponsesHandler(ChatHandler):
             data["usage"] = {**(data.get("usage") or {}), **usage}
         return data
 
-
-def _add(total: dict[str, int], usage: Any) -> None:
-    for key in ("input_tokens", "output_tokens", "total_tokens"):
-        if isinstance(usage, dict) and isinstance(usage.get(key), int):
-            total[key] = total.get(key, 0) + usage[key]
 

@@ -60,8 +60,7 @@ def piece_end(text: str, start: int, max_chars: int) -> int:
     end = last_sentence_end(text, start)
     if end > start or len(text) - start <= max_chars:
         return end
-    breaks = [m.end() for m in _BREAK.finditer(text, start, start + max_chars)]
-    return breaks[-1] if breaks else start + max_chars
+    return _cut(text, start, max_chars)
 
 
 def _add(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
@@ -74,6 +73,13 @@ def _add(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
 
 _BREAK = re.compile(r"[,;:}\])]\s*|\s+")
 _SPACE = re.compile(r"\s*")
+
+
+def _cut(text: str, start: int, max_chars: int) -> int:
+    """Where a piece of `text` from `start` longer than `max_chars` is cut: after its last clause or
+    word break within the limit, else at the limit."""
+    breaks = [m.end() for m in _BREAK.finditer(text, start, start + max_chars)]
+    return breaks[-1] if breaks else start + max_chars
 
 
 def bounded_sentences(text: str, max_chars: int) -> list[str]:
@@ -90,8 +96,7 @@ def bounded_sentences(text: str, max_chars: int) -> list[str]:
         # 16 MB tool result cost ~20 s (quadratic), one answer of 100 MB minutes of CPU.
         start, end, tail = 0, len(sentence), len(sentence.rstrip())
         while end - start > max_chars:
-            breaks = [m.end() for m in _BREAK.finditer(sentence, start, start + max_chars)]
-            cut = breaks[-1] if breaks else start + max_chars
+            cut = _cut(sentence, start, max_chars)
             head = sentence[start:cut].strip()
             if head:
                 out.append(head)

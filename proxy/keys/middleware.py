@@ -24,7 +24,6 @@ from .gate import KeyGate, guarded
 from .records import ANY_TENANT, KeyRecord
 
 CHARGE = "ctxwarden.client_key"  # the scope["state"] entry handlers read
-COUNTED = COUNTED_PROMPT  # in the usage tally: the proxy's count of the prompt it forwarded
 CREDENTIALS = {b"authorization", b"x-api-key", b"api-key", b"x-goog-api-key"}
 REWRITTEN = {b"x-ctxwarden-tenant", b"x-ctxwarden-user"}
 STORED_REFERENCES = ("previous_response_id", "conversation", "container")  # fields naming provider-stored state
@@ -57,7 +56,7 @@ class Charge:
     @property
     def tokens(self) -> int:
         reported = self.usage.get("prompt_tokens", 0) + self.usage.get("completion_tokens", 0)
-        return reported or self.usage.get(COUNTED, 0)
+        return reported or self.usage.get(COUNTED_PROMPT, 0)  # the proxy's count of the prompt it forwarded
 
 
 def charge_of(scope: Any) -> Charge | None:

@@ -18,7 +18,6 @@ from typing import AsyncIterator
 from ..errors import ProxyError
 
 THREAD_BYTES = 256 * 1024  # compressed bodies bigger than this are inflated off the event loop
-CHUNK = 64 * 1024
 
 
 def too_large(limit: int) -> ProxyError:
