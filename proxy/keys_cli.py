@@ -17,7 +17,7 @@ from typing import Any
 from .config import load_settings
 from .keys.records import make_key
 from .keys.store import open_store
-from .keys.usage import RedisUsage
+from .keys.gate import open_usage
 
 
 def add_keys_commands(subparsers: Any) -> None:
@@ -74,9 +74,7 @@ def _create(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     settings, store = _store(args)
     records = sorted(store.snapshot().values(), key=lambda r: r.created_at)
-    usage: dict[str, dict[str, Any]] = {}
-    if settings.state.redis_url:
-        usage = asyncio.run(RedisUsage(settings.state.redis_url).report([r.id for r in records]))
+    usage = asyncio.run(open_usage(settings).report([r.id for r in records]))
     rows = [{**r.public(), "usage": usage.get(r.id)} for r in records]
     if args.json:
         print(json.dumps(rows, indent=1))

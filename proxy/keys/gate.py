@@ -24,7 +24,8 @@ from ..config import ConfigError, Settings
 from ..errors import ProxyError
 from .records import KeyRecord, hash_key
 from .store import KeyStore, open_store
-from .usage import LocalUsage, RedisUsage
+from .usage import NO_HOLD, Hold, RedisUsage
+from .usage_file import FileUsage
 
 log = logging.getLogger("ctxwarden.keys")
 
@@ -70,6 +71,13 @@ def resolve_mode(settings: Settings) -> str:
     return "open"
 
 
+def open_usage(settings: Settings) -> Any:
+    """Where key usage is counted: Redis when replicas share it, else a file beside the keys."""
+    if settings.state.redis_url:
+        return RedisUsage(settings.state.redis_url, settings.state.timeout_s)
+    return FileUsage(settings.storage.path)
+
+
 def guarded(path: str) -> bool:
     """The routes a client key is asked for: the model APIs and their relays."""
     return path.startswith("/v1/") or path == "/chat/completions"
@@ -89,7 +97,7 @@ class KeyGate:
     def from_settings(cls, settings: Settings) -> KeyGate:
         mode = resolve_mode(settings)
         store = open_store(settings.storage.path, settings.state.redis_url)
-        usage = RedisUsage(settings.state.redis_url, settings.state.timeout_s) if settings.state.redis_url else LocalUsage()
+        usage = open_usage(settings)
         gate = cls(mode, store, usage)
         if mode == "keys":
             gate._refresh()
@@ -147,16 +155,18 @@ class KeyGate:
         raise ProxyError(403, "tenant_not_allowed", f"This key may not act for the tenant {asked!r}.",
                          param="x-ctxwarden-tenant")
 
-    async def admit(self, record: KeyRecord) -> None:
-        """ProxyError 429 (with retry-after) past the key's rate or daily token budget."""
-        refused = await self.usage.admit(record)
+    async def admit(self, record: KeyRecord, estimate: int = 0) -> Hold:
+        """ProxyError 429 (with retry-after) past the key's rate or daily token budget; else what the
+        request holds of the budget (its `estimate` of prompt tokens) until it is charged."""
+        refused, hold = await self.usage.admit(record, estimate)
         if refused:
             code, message, retry_after = refused
             raise ProxyError(429, code, message, headers={"retry-after": str(retry_after)})
+        return hold
 
-    async def charge(self, record: KeyRecord, tokens: int) -> None:
+    async def charge(self, record: KeyRecord, tokens: int, hold: Hold = NO_HOLD) -> None:
         try:
-            await self.usage.charge(record, tokens)
+            await self.usage.charge(record, tokens, hold)
         except Exception:
             log.exception("client key usage not recorded")
 

@@ -64,6 +64,15 @@ def charge_of(scope: Any) -> Charge | None:
     return state.get(CHARGE) if isinstance(state, dict) else None
 
 
+def prompt_estimate(headers: dict[bytes, bytes]) -> int:
+    """Tokens a request is held for until its answer is charged (usage.py): a quarter of its body's
+    bytes, about a token's length in English text and JSON (0 when the length is not sent)."""
+    try:
+        return max(0, int(headers.get(b"content-length", b"0"))) // 4
+    except ValueError:
+        return 0
+
+
 def _secret(headers: dict[bytes, bytes]) -> str | None:
     auth = headers.get(b"authorization", b"").decode("latin-1").strip()
     if auth[:7].lower() == "bearer ":
@@ -88,7 +97,7 @@ class ClientKeys:
             record = await self.gate.authenticate(_secret(headers))
             asked = headers.get(b"x-ctxwarden-tenant", b"").decode("utf-8", "replace") or None
             tenant = self.gate.tenant_for(record, asked)
-            await self.gate.admit(record)
+            hold = await self.gate.admit(record, prompt_estimate(headers))
         except ProxyError as exc:
             await self._refuse(scope, receive, send, exc)
             return
@@ -106,14 +115,14 @@ class ClientKeys:
             # Charged before the last byte goes out, so the client's next request sees this one's tokens.
             if message["type"] == "http.response.body" and not message.get("more_body", False) and not charged:
                 charged = True
-                await self.gate.charge(record, charge.tokens)
+                await self.gate.charge(record, charge.tokens, hold)
             await send(message)
 
         try:
             await self.app(scope, receive, send_charged)
         finally:
             if not charged:  # the client left mid-answer, or the app failed: what was used is still charged
-                await self.gate.charge(record, charge.tokens)
+                await self.gate.charge(record, charge.tokens, hold)
 
     @staticmethod
     async def _refuse(scope: Any, receive: Any, send: Any, exc: ProxyError) -> None:

@@ -1,9 +1,16 @@
 """What each client key has used: requests per minute and tokens per UTC day (its limits), and
 totals for the dashboard (requests, tokens, last use).
 
-`LocalUsage` counts in this process. `RedisUsage` counts in Redis (`ctxw:ku:<key id>:…`), so a
-key's rate and budget hold across replicas; if Redis fails, it counts in this process until Redis
-answers again (each replica then enforces the limits alone) and says so in the log.
+`RedisUsage` counts in Redis (`ctxw:ku:<key id>:…`), so a key's rate and budget hold across
+replicas; `FileUsage` (usage_file.py) counts in SQLite beside the keys when there is no Redis, so
+they hold across the processes on one storage path and across restarts. Either, when its store
+fails, counts in this process (`LocalUsage`) until the store answers again (each process then
+enforces the limits alone) and says so in the log.
+
+A request's tokens are known only when its answer is over, so requests in flight at once would all
+pass a budget that has a little left. Admission therefore holds the request's estimated prompt
+tokens on the day's count at once (at most what is left of the budget), and the charge replaces
+the hold by what the answer used: concurrent requests see each other's holds.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from .records import KeyRecord
@@ -18,6 +26,17 @@ from .records import KeyRecord
 log = logging.getLogger("ctxwarden.keys")
 
 Refusal = tuple[str, str, int]  # (code, message, retry-after seconds)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Tokens held on a key's day count from admission until the charge settles them."""
+
+    tokens: int = 0
+    day: int = 0
+
+
+NO_HOLD = Hold()
 
 
 def _windows(now: float) -> tuple[int, int, int, int]:
@@ -35,26 +54,43 @@ def _refusal(record: KeyRecord, requests_this_minute: int, tokens_today: int, no
     return None
 
 
+def held(record: KeyRecord, estimate: int, tokens_today: int) -> int:
+    """What an admitted request holds: its estimate, at most what the budget has left (a request is
+    admitted while anything is left, as without holds)."""
+    if record.tokens_per_day is None or estimate <= 0:
+        return 0
+    return max(0, min(estimate, record.tokens_per_day - tokens_today))
+
+
 class LocalUsage:
     def __init__(self) -> None:
         self.minutes: dict[str, tuple[int, int]] = {}  # key id → (minute, requests in it)
         self.days: dict[str, tuple[int, int]] = {}  # key id → (day, tokens in it)
         self.totals: dict[str, dict[str, Any]] = {}
 
-    async def admit(self, record: KeyRecord, now: float | None = None) -> Refusal | None:
+    async def admit(self, record: KeyRecord, estimate: int = 0, now: float | None = None) -> tuple[Refusal | None, Hold]:
         now = time.time() if now is None else now
         minute, _, day, _ = _windows(now)
         seen_minute, count = self.minutes.get(record.id, (minute, 0))
         count = count + 1 if seen_minute == minute else 1
         self.minutes[record.id] = (minute, count)
         seen_day, tokens = self.days.get(record.id, (day, 0))
-        return _refusal(record, count, tokens if seen_day == day else 0, now)
+        tokens = tokens if seen_day == day else 0
+        refused = _refusal(record, count, tokens, now)
+        if refused:
+            return refused, NO_HOLD
+        hold = held(record, estimate, tokens)
+        self.days[record.id] = (day, tokens + hold)
+        return None, Hold(hold, day)
 
-    async def charge(self, record: KeyRecord, tokens: int, now: float | None = None) -> None:
+    async def charge(self, record: KeyRecord, tokens: int, hold: Hold = NO_HOLD, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        _, _, day, _ = _windows(now)
+        day = hold.day if hold.tokens else _windows(now)[2]
         seen_day, used = self.days.get(record.id, (day, 0))
-        self.days[record.id] = (day, (used if seen_day == day else 0) + tokens)
+        if seen_day == day:
+            self.days[record.id] = (day, used + tokens - hold.tokens)
+        elif seen_day < day:  # a new day (a hold of yesterday's is gone with it)
+            self.days[record.id] = (day, tokens)
         total = self.totals.setdefault(record.id, {"requests": 0, "tokens": 0, "last_used": None})
         total["requests"] += 1
         total["tokens"] += tokens
@@ -80,29 +116,36 @@ class RedisUsage:
             log.warning("client key usage: Redis failed (%s: %s); counting in this process", type(exc).__name__, exc)
         self.down = True
 
-    async def admit(self, record: KeyRecord, now: float | None = None) -> Refusal | None:
+    async def admit(self, record: KeyRecord, estimate: int = 0, now: float | None = None) -> tuple[Refusal | None, Hold]:
         now = time.time() if now is None else now
         minute, _, day, _ = _windows(now)
         base = self.PREFIX + record.id
+        wanted = estimate if record.tokens_per_day is not None and estimate > 0 else 0
         try:
             pipe = self.client.pipeline(transaction=False)
             pipe.incr(f"{base}:m:{minute}")
             pipe.expire(f"{base}:m:{minute}", 120)
-            pipe.get(f"{base}:d:{day}")
-            count, _, tokens = await pipe.execute()
+            pipe.incrby(f"{base}:d:{day}", wanted)  # held at once (atomic), given back below if refused or too much
+            pipe.expire(f"{base}:d:{day}", 2 * 86400)
+            count, _, after, _ = await pipe.execute()
+            before = int(after) - wanted
+            refused = _refusal(record, int(count), before, now)
+            hold = 0 if refused else held(record, wanted, before)
+            if wanted - hold:
+                await self.client.decrby(f"{base}:d:{day}", wanted - hold)
         except Exception as exc:  # Redis down or slow: limits per replica until it answers
             self._failed(exc)
-            return await self.fallback.admit(record, now)
+            return await self.fallback.admit(record, estimate, now)
         self.down = False
-        return _refusal(record, int(count), int(tokens or 0), now)
+        return refused, Hold(hold, day)
 
-    async def charge(self, record: KeyRecord, tokens: int, now: float | None = None) -> None:
+    async def charge(self, record: KeyRecord, tokens: int, hold: Hold = NO_HOLD, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        _, _, day, _ = _windows(now)
+        day = hold.day if hold.tokens else _windows(now)[2]
         base = self.PREFIX + record.id
         try:
             pipe = self.client.pipeline(transaction=False)
-            pipe.incrby(f"{base}:d:{day}", tokens)
+            pipe.incrby(f"{base}:d:{day}", tokens - hold.tokens)
             pipe.expire(f"{base}:d:{day}", 2 * 86400)
             pipe.hincrby(base, "requests", 1)
             pipe.hincrby(base, "tokens", tokens)
@@ -110,7 +153,7 @@ class RedisUsage:
             await pipe.execute()
         except Exception as exc:
             self._failed(exc)
-            await self.fallback.charge(record, tokens, now)
+            await self.fallback.charge(record, tokens, hold, now)
 
     async def report(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         try:
