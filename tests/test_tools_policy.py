@@ -147,9 +147,10 @@ async def test_the_catalog_stores_each_definition_once_in_chroma(tmp_path):
     tools = all_tools()
     await p.on_request(exchange(user("Find hotels in Rome"), tools))
     collection = p.services.store.collection(f"tools_{CATALOG_VERSION}_{embedder.name}")
-    stored = collection.get(include=["metadatas"])
+    stored = collection.get(include=["metadatas", "documents"])
     expected = sum(len(describe_tool(t).texts) for t in tools)
     assert len(stored["ids"]) == expected
+    assert not any(stored["documents"])  # vectors only: Chroma would index each text for full-text search
     assert {m["name"] for m in stored["metadatas"]} == set(names(tools))
     # A definition whose stored parts are incomplete is embedded again, and only that one.
     weather = tools[5]
