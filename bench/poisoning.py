@@ -24,6 +24,12 @@ built and never used to change it, reported as one split.
 --natural: instead, answers in natural phrasings against passages written like real documents
 (poisoning_natural.jsonl, written blind), per kind: wrong place/quantity/date/person, negated fact
 (should be blocked), paraphrase and uncovered (should pass).
+--quoting: harm only. The KB is ShareGPT's assistant answers (bench/data/no_harm/sharegpt.jsonl.gz,
+real conversations nobody here wrote: code, instructions with numbered steps, lists of figures), and
+each answer judged is a paragraph of one of those very documents, with its conversation's question:
+an answer that quotes the KB cannot contradict it, so every block is a false block (a paragraph
+read against another sentence of its own document: "Step 4" against "Step 3", "45 degrees" against
+"3 lifts").
 Then latency: retrieve + verdict per answer against a 10,000-passage KB (p50/p95).
 """
 
@@ -211,6 +217,30 @@ def run_natural(embedder, errors: bool = False) -> None:
               f"right answers flagged {np.mean([v >= 0.5 for v in right]):.1%}; AUC {auc(right, wrong):.3f}")
 
 
+def run_quoting(embedder, documents: int = 400) -> None:
+    """Paragraphs of the KB's own documents, judged as answers: every block is a false block."""
+    import gzip
+
+    with gzip.open(DATA / "no_harm" / "sharegpt.jsonl.gz", "rt", encoding="utf-8") as f:
+        chats = [json.loads(line) for line in f if '"multi"' in line]
+    pairs = [(t["content"], chat["turns"][i - 1]["content"]) for chat in chats for i, t in enumerate(chat["turns"])
+             if i and t["role"] == "assistant" and chat["turns"][i - 1]["role"] == "user"][:documents]
+    checker = LocalChecker()
+    blocked = flagged = judged = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = make_kb(embedder, [Document(f"sg-{n}", text, {}) for n, (text, _) in enumerate(pairs)], tmp)
+        for text, question in pairs:
+            for paragraph in (p.strip() for p in text.split("\n\n")):
+                if len(paragraph) < 40:
+                    continue
+                verdict, _, _ = judge(kb, checker, question[-2000:], paragraph)
+                judged += 1
+                blocked += verdict >= 0.8
+                flagged += verdict >= 0.5
+    print(f"\nquoting the KB ({len(pairs)} ShareGPT answers, {len(kb.index)} passages): {judged} paragraphs judged; "
+          f"false blocks {blocked} ({blocked / max(judged, 1):.1%}), flagged {flagged} ({flagged / max(judged, 1):.1%})")
+
+
 def run_latency(args, embedder) -> None:
     data = load_rows()
     docs = [Document(r["id"], r["knowledge"], {}) for rows in data.values() for r in rows]
@@ -244,12 +274,16 @@ def main() -> None:
     parser.add_argument("--errors", action="store_true", help="with --natural: print the dev rows judged wrongly")
     parser.add_argument("--fresh", action="store_true",
                         help="only the 500 fresh HaluEval QA questions (bench/data/halueval-qa-fresh.jsonl), one split")
+    parser.add_argument("--quoting", action="store_true", help="only the harm check: answers quoting the KB's own documents")
     args = parser.parse_args()
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     embedder = MiniLMEmbedder() if args.embedder == "minilm" else WordLlamaEmbedder()
     print(f"embedder: {embedder.name}; checker: local")
     if args.natural:
         run_natural(embedder, args.errors)
+        return
+    if args.quoting:
+        run_quoting(embedder)
         return
     run_quality(args, embedder)
     if not args.skip_latency:

@@ -1,6 +1,7 @@
 """A huge tool result costs in proportion to what the KB can speak to: the pieces sharing no word
 with the KB are not judged, the related ones are capped (and the cap is reported), and a
-contradiction buried in thousands of log lines is still caught, through the real server."""
+contradiction buried in thousands of log lines is still caught, through the real server. A huge
+answer is judged whole up to `answer_max_claims` claims, past it the most related ones, and says so."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 
 import pytest
 
-from ctxwarden.policies.poisoning.assess import MAX_CLAIM_CHARS, input_claims
+from ctxwarden.policies.poisoning.assess import MAX_CLAIM_CHARS, answer_claims, input_claims
 from ctxwarden.policies.text.sentences import bounded_sentences
 from tests.conftest import openai_client
 from tests.poisoning_fixtures import tool_turn
@@ -24,7 +25,7 @@ class _KB:
     def __init__(self, text: str) -> None:
         from ctxwarden.policies.text.slots import fold, words
 
-        self.index = type("Index", (), {"vocabulary": frozenset(words(fold(text)))})()
+        self.index = type("Index", (), {"vocabulary": frozenset(words(fold(text))), "__len__": lambda self: 1})()
 
 
 @pytest.fixture(autouse=True)
@@ -106,3 +107,25 @@ def test_a_contradiction_buried_in_a_huge_tool_result_is_still_dropped(fake, sta
     forwarded = fake.chat_requests[-1]["messages"][2]
     assert forwarded["tool_call_id"] == "call_1" and "London" in forwarded["content"]
     assert forwarded["content"].startswith("[ctxwarden]")
+
+
+def test_an_answer_under_the_cap_is_judged_whole_and_over_it_the_most_related_claims_in_order():
+    kb = _KB("The Eiffel Tower is located in Paris, France.")
+    lines = [f"Step {i}: stir the sauce gently." for i in range(30)] + ["The Eiffel Tower stands in Berlin."]
+    whole = answer_claims(" ".join(lines), kb, cap=31)
+    assert whole.claims == lines and whole.over_cap == 0  # unrelated claims too: nothing is skipped under the cap
+    capped = answer_claims(" ".join(lines), kb, cap=5)
+    assert capped.over_cap == 26 and len(capped.claims) == 5 and capped.claims[-1] == lines[-1]
+    assert capped.claims == sorted(capped.claims, key=lines.index)
+
+
+def test_a_huge_answer_is_judged_within_the_cap_says_so_and_still_blocks_its_false_claim(fake, start_proxy):
+    proxy = start_proxy(poisoning(answer_max_claims=20))
+    load_kb(proxy)
+    filler = " ".join(f"Step {i}: stir the sauce gently for a minute." for i in range(3000))
+    fake.reply(content=f"{filler} The Eiffel Tower is located in London. {filler}")
+    completion, headers = ask(openai_client(proxy), messages=[{"role": "user", "content": "Where is the Eiffel Tower?"}])
+    actions = headers["x-ctxwarden-actions"].split(",")
+    assert "poisoning.partly_checked" in actions and "poisoning.blocked" in actions
+    text = completion.choices[0].message.content
+    assert text.startswith("[ctxwarden]") and "London" in text

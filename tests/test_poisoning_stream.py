@@ -69,13 +69,13 @@ def test_with_an_empty_knowledge_base_every_sentence_flows(fake, start_proxy):
 def test_a_slow_judgement_is_bounded_by_max_hold_ms(fake, start_proxy, monkeypatch, on_timeout, blocked):
     proxy = start_proxy(poisoning(stream={"max_hold_ms": 50, "on_timeout": on_timeout}))
     load_kb(proxy)
-    slow = poisoning_module.retrieve
+    slow = poisoning_module.answer_evidence
 
     def slow_retrieve(*args, **kwargs):
         time.sleep(0.3)
         return slow(*args, **kwargs)
 
-    monkeypatch.setattr(poisoning_module, "retrieve", slow_retrieve)
+    monkeypatch.setattr(poisoning_module, "answer_evidence", slow_retrieve)
     fake.reply(content="The Eiffel Tower is located in Paris. It is made of iron.")
     started = time.perf_counter()
     _, text, finish = stream_timed(proxy)

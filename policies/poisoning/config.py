@@ -49,6 +49,9 @@ class PoisoningConfig(PolicyConfig):
     # pieces of one incoming message judged at most (those sharing the most words with the KB;
     # pieces sharing none are not judged): bounds the cost of a huge tool result
     input_max_claims: int = Field(24, ge=1)
+    # claims of one answer judged at most (~5 ms each on one core; a 16k-token answer is ~400): past it,
+    # those sharing the most words with the KB, the rest passed and counted (`poisoning.partly_checked`)
+    answer_max_claims: int = Field(400, ge=1)
     confidence_threshold: float = Field(0.8, ge=0, le=1)
     quarantine_band: tuple[float, float] = (0.5, 0.8)
     checker: Literal["local", "nli", "llm", "hybrid"] = "local"

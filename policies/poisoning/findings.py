@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from ..messages import Message, content_text, last_user_index
 from .checkers.base import ClaimVerdict
 
 MARK = "[ctxwarden]"  # starts every note and notice we write, so we never judge our own words
+OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
+
+
+def question_of(messages: list[Message]) -> str:
+    """The user's last message (without our notes): what an answer answers."""
+    i = last_user_index(messages)
+    return OUR_NOTES.sub("", content_text(messages[i])).strip()[-2000:] if i >= 0 else ""
+
 # The policy's verdicts per (tenant, KB version, role, text) hash: by bytes too, since a finding's claim
 # may be a whole pasted log without a full stop (cache_size entries of those would hold gigabytes)
 VERDICT_BYTES = 8 * 2**20

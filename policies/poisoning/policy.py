@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import time
 from typing import Any
 
 from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdict, run_cpu
 from ..cache import LRU
-from ..messages import Message, content_text, last_user_index, remembered
+from ..messages import Message, content_text, remembered
 from .admin import Route, routes
-from .assess import Assessment, assess, input_evidence, retrieve
+from .assess import Assessment, answer_evidence, assess, input_evidence
 from .checkers import build_checker
 from .checkers.local import LocalChecker
 from .config import PoisoningConfig
-from .findings import MARK, VERDICT_BYTES, Finding, header_safe, short, verdict_size
+from .findings import MARK, OUR_NOTES, VERDICT_BYTES, Finding, header_safe, question_of, short, verdict_size
 from .flags import FlagRules
 from .gate import releasable
 from .inputs import UNSEEN, inputs_to_check, known_verdicts, remember, verdict_keys, verdict_of
@@ -43,8 +42,7 @@ from .stats import PoisoningStats
 
 log = logging.getLogger("ctxwarden.poisoning")
 
-_OUR_NOTES = re.compile(re.escape(MARK) + r"[^\n]*")
-_without_notes = lambda m: _OUR_NOTES.sub("", content_text(m))  # noqa: E731  a message as the input checks read it
+_without_notes = lambda m: OUR_NOTES.sub("", content_text(m))  # noqa: E731  a message as the input checks read it
 _read = lambda m: remembered("poisoning.text", m, _without_notes)  # noqa: E731  once a message
 CHECKED_ROLES = ("assistant", "tool")
 MAX_TENANT_KBS = 256  # tenants whose knowledge base (and its in-memory index) is kept loaded
@@ -127,18 +125,21 @@ class PoisoningPolicy(BasePolicy):
             return None
 
     async def _judge_answer(self, ex: Exchange, answer: Answer) -> Verdict | None:
-        text = _OUR_NOTES.sub("", answer.text)
+        text = OUR_NOTES.sub("", answer.text)
         if not text.strip():
             return None
         # Its context is what went before, up to PRIOR_CHARS (all of it, read again per piece, was quadratic)
-        context = _OUR_NOTES.sub("", answer.prior_text[-PRIOR_CHARS:]) if answer.partial else ""
+        context = OUR_NOTES.sub("", answer.prior_text[-PRIOR_CHARS:]) if answer.partial else ""
         started = time.perf_counter()
         try:
             kb = self.kb(ex.tenant)
-            claims = await run_cpu(not kb.settled_empty, retrieve, text, kb, self._question(ex), context,
-                                   self.config.top_k)
+            picked, claims = await run_cpu(not kb.settled_empty, answer_evidence, text, kb, question_of(ex.messages), context,
+                                           self.config.top_k, self.config.answer_max_claims)
         except Exception as exc:  # the knowledge base could not be read (or the embedder failed)
             return self._failed(ex, exc, "answer", store=True)
+        if picked.over_cap:  # never silent: what was left unjudged is said
+            self.record(ex, "partly_checked", checked=len(picked.claims), unchecked=picked.over_cap)
+            self.services.metrics.add("ctxwarden.poisoning.unchecked_claims", picked.over_cap)
         try:
             assessment = await self._assess(ex, claims)
         except Exception as exc:
@@ -187,12 +188,6 @@ class PoisoningPolicy(BasePolicy):
             return self._act(ex, finding)
         return await self._quarantine_answer(ex, finding, full_text)
 
-    @staticmethod
-    def _question(ex: Exchange) -> str:
-        """The user's last message: what the answer answers."""
-        i = last_user_index(ex.messages)
-        return _OUR_NOTES.sub("", content_text(ex.messages[i])).strip()[-2000:] if i >= 0 else ""
-
     def _act(self, ex: Exchange, finding: Finding) -> Verdict | None:
         notice = (f'{MARK} Content rejected: hallucination detected. The claim "{finding.claim}" {finding.against_kb()} '
                   f'(confidence {finding.confidence:.2f}).')
@@ -226,7 +221,7 @@ class PoisoningPolicy(BasePolicy):
 
     async def _report_scores(self, ex: Exchange, answer: Answer, assessment: Assessment) -> None:
         """Quality scores for a whole answer: header x-ctxwarden-validation, metrics, ex.notes."""
-        text, query = about(answer.text), about(self._question(ex))  # head and tail: bounded (invariant 7)
+        text, query = about(answer.text), about(question_of(ex.messages))  # head and tail: bounded (invariant 7)
         heavy = len(text) + len(query) > SHORT_EMBED_CHARS
         vectors = await run_cpu(heavy, self.services.embedder.embed, [text, query]) if query else [None, None]
         scores = Scores(relevance(vectors[0], vectors[1]), accuracy(assessment.verdicts), assessment.fresh_share,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ...text.counted import same_slot
 from ...text.slots import Slot, agree, content_words, fold
 from .answered import answered_otherwise
 from .asked import asked_slots
@@ -151,7 +152,7 @@ def features_of(claim: ClaimToCheck) -> ClaimFeatures:
         about = [f.best_evidence]
     names = _names(claim.text)  # once: a long claim's slots are not cached, and it may hold hundreds of values
     single = [s for s in unbacked if s.kind in ("number", "date") and _single_value(claim.text, s, names)]
-    f.value_conflict = any(_conflicts(s, _slots_of(x.sentence)) for x in about for s in single)
+    f.value_conflict = any(_conflicts(s, claim.text, _slots_of(x.sentence), x.sentence) for x in about for s in single)
     about_slots = _slots_of(" ".join(x.window for x in about))
     off_subject = [s for s in said if s.kind == "name" and not any(agree(s, e) for e in about_slots)]
     f.name_conflict = _name_conflict(claim, f.best_evidence, off_subject, asked, said) or misplaced(
@@ -342,12 +343,13 @@ def _coverage(question: str, asked: tuple[Slot, ...], ev_text: str) -> float:
     return max(by_names, by_words)
 
 
-def _conflicts(slot: Slot, others: tuple[Slot, ...]) -> bool:
-    """Another value of the same kind (and, for quantities, the same dimension)."""
+def _conflicts(slot: Slot, text: str, others: tuple[Slot, ...], other_text: str) -> bool:
+    """Another value of the same kind (and, for quantities, the same dimension; for plain numbers,
+    a count of the same thing and no identifier: text/counted.py)."""
     for o in others:
         if o.kind != slot.kind:
             continue
-        if slot.kind == "number" and o.value[1] != slot.value[1]:
+        if slot.kind == "number" and (o.value[1] != slot.value[1] or not same_slot(slot, text, o, other_text)):
             continue
         if not agree(slot, o):
             return True

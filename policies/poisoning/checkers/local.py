@@ -7,7 +7,11 @@ names, quantities, dates and content words — is looked up in the evidence retr
   gives another value — a different quantity or date of the same kind, another name where the
   evidence names one the question did not — or says the opposite (negation) → contradicted;
 - the evidence does not cover the question's subject → unverifiable (what the KB does not cover
-  passes).
+  passes);
+- the evidence says the claim in so many words (an answer quoting the KB) → supported, before any
+  slot is compared: its slots were read against the other passages' ("Step 4" against "Step 3", a
+  line of code against the sentence introducing it) and blocked 2.7 % of paragraphs quoting their
+  own documents (bench/poisoning.py --quoting).
 The confidence combines how clearly the evidence covers the subject with how much of the answer's
 own content the evidence fails to back (features.py); its weights were fitted on the dev half of
 HaluEval QA and are checked on the held-out half (bench/poisoning.py).
@@ -16,13 +20,29 @@ HaluEval QA and are checked on the held-out half (bench/poisoning.py).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Sequence
 
+from ...text.slots import fold, words
 from .base import CONTRADICTED, SUPPORTED, UNVERIFIABLE, CheckContext, ClaimToCheck, ClaimVerdict, unverifiable
 from .features import ClaimFeatures, features_of
 
 SUPPORT_FLOOR = 0.5  # below this confidence of a contradiction, a fully backed claim is called supported
+_SPACE = re.compile(r"\s+")
+QUOTED_WORDS = 5
+
+
+def _says(passage: str, claim: str) -> bool:
+    """The passage contains the claim word for word (case, accents and spacing aside), ending where a
+    word or number ends ("at 3" is not said by "at 3:30", nor "in 19" by "in 1990"). Only a claim of
+    QUOTED_WORDS words or more: a shorter one is a fragment whose meaning the question supplies
+    ("Marta Kessler", answering "Who is the younger of the two?", is in her own passage)."""
+    said = _SPACE.sub(" ", fold(claim)).strip(" .;:!?")
+    if len(words(said)) < QUOTED_WORDS:
+        return False
+    pattern = r"(?<!\w)" + re.escape(said) + r"(?!\w|[.,:]\d)"
+    return re.search(pattern, _SPACE.sub(" ", fold(passage))) is not None
 
 
 class LocalChecker:
@@ -42,6 +62,10 @@ class LocalChecker:
         started = time.perf_counter()
         if not claim.evidence:
             return unverifiable(claim)
+        quoting = next((e for e in claim.evidence if _says(e.window, claim.text)), None)
+        if quoting is not None:
+            return ClaimVerdict(claim.text, SUPPORTED, 1.0, quoting.sentence, quoting.id,
+                                latency_ms=(time.perf_counter() - started) * 1000)
         f = features_of(claim)
         out = self._decide(claim, f)
         out.latency_ms = (time.perf_counter() - started) * 1000

@@ -1,0 +1,93 @@
+"""Answers that quote the knowledge base are not contradicted by it: a claim the KB says word for
+word is supported, a numbered step is not another value of the step before it, two counts of
+different things are not one slot, and a list's marker states nothing. On ShareGPT answers quoting
+their own documents (bench/poisoning.py --quoting) these were 2.7 % of paragraphs blocked, now 0.7 %.
+What is really another value of the same thing is still contradicted."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxwarden.policies.poisoning.assess import says_something
+from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, SUPPORTED
+from ctxwarden.policies.poisoning.checkers.local import _says
+from ctxwarden.policies.text.counted import COUNT, LABEL, number_reading, same_slot
+from ctxwarden.policies.text.slots import slots
+from tests.conftest import openai_client
+from tests.poisoning_fixtures import local_judge
+from tests.test_poisoning_e2e import ADMIN_KEY, ask, load_kb, poisoning
+
+STEPS = ("Step 3: Slowly bring your knees up toward your chest and grab them with your hands. "
+         "Step 4: Engage your glutes and move your knees outward about 45 degrees.")
+TOWER = "The Eiffel Tower has 1,665 steps to the top. It has 3 lifts and a restaurant on the second floor."
+
+
+@pytest.fixture(autouse=True)
+def admin_key(monkeypatch):
+    monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", ADMIN_KEY)
+
+
+def number(text: str):
+    return next(s for s in slots(text) if s.kind == "number")
+
+
+@pytest.mark.parametrize("text, kind, word", [
+    ("Step 3: bring your knees up.", LABEL, "step"),
+    ("She stayed in Room 101 all week.", LABEL, "room"),
+    ("It has 440 specialty stores, cafes and more.", COUNT, "stor"),
+    ("About 45 degrees.", COUNT, "degre"),
+    ("The population was 743 at the census.", COUNT, None),
+    ("Nearly 300 people came.", COUNT, "people"),  # an adverb before a number is not its label
+])
+def test_what_a_plain_number_stands_for_is_read_from_the_words_beside_it(text, kind, word):
+    read, counted = number_reading(text, number(text))
+    assert read == kind and (word in counted if word else not counted)
+
+
+def test_only_counts_of_the_same_thing_are_one_slot():
+    def same(a: str, b: str) -> bool:
+        return same_slot(number(a), a, number(b), b)
+
+    assert same("It has 1,710 steps.", "It has 1,665 steps to the top.")
+    assert same("Over 450 stores are there.", "It has 440 specialty stores.")
+    assert same("A population of 730.", "The population was 743 at the census.")  # one of them counts nothing named
+    assert not same("It has 45 floors.", "It has 3 lifts.")
+    assert not same("Step 4: engage your glutes.", "Step 3: bring your knees up.")
+    assert same("It is 330 m tall.", "It is 300 m tall.")  # with a unit: its dimension decides (slots.py)
+
+
+def test_a_claim_the_kb_says_word_for_word_is_supported_and_a_longer_number_is_not_the_same_words():
+    assert _says("Run it with `if (listen(server_fd, 3) < 0)` first.", "if (listen(server_fd, 3) < 0)")
+    assert _says("The Eiffel Tower is located in Paris, France.", "the eiffel  tower is located in Paris.")
+    assert not _says("The meeting is at 3:30 today.", "The meeting is at 3")
+    assert not _says("It was built in 1990.", "It was built in 19")
+
+
+def test_quoted_steps_and_counts_of_other_things_pass_and_real_contradictions_still_block():
+    judge = local_judge({"steps": STEPS, "tower": TOWER})
+    quoted = judge("Step 4: Engage your glutes and move your knees outward about 45 degrees.", "What do I do next?")
+    assert quoted.label == SUPPORTED
+    other_step = judge("Step 5: Engage your glutes and move your knees outward about 45 degrees.")
+    assert other_step.label != CONTRADICTED or other_step.confidence < 0.8
+    assert judge("The Eiffel Tower has 45 floors.", "How many floors does the Eiffel Tower have?").label != CONTRADICTED
+    wrong = judge("The Eiffel Tower has 1,710 steps to the top.", "How many steps does the Eiffel Tower have?")
+    assert wrong.label == CONTRADICTED and wrong.confidence >= 0.8 and wrong.kind == "wrong_number"
+
+
+def test_a_lists_marker_states_nothing_but_an_answers_opening_number_answers_the_question():
+    assert not says_something("2.") and not says_something("}") and not says_something("(3)")
+    assert says_something("It has 3 lifts.") and says_something("int opt = 1;")
+
+
+def test_through_the_server_an_answer_quoting_the_kbs_numbered_steps_passes(fake, start_proxy):
+    proxy = start_proxy(poisoning())
+    load_kb(proxy, [{"id": "steps", "text": STEPS}, {"id": "tower", "text": TOWER}])
+    client = openai_client(proxy)
+    fake.reply(content="Here is the routine:\n\n1. Step 4: Engage your glutes and move your knees outward about 45 degrees.\n"
+                       "2. Step 3: Slowly bring your knees up toward your chest and grab them with your hands.")
+    completion, headers = ask(client, messages=[{"role": "user", "content": "What are steps 3 and 4?"}])
+    assert "poisoning.blocked" not in headers["x-ctxwarden-actions"]
+    assert completion.choices[0].message.content.startswith("Here is the routine")
+    fake.reply(content="The Eiffel Tower has 1,710 steps to the top.")
+    completion, headers = ask(client, messages=[{"role": "user", "content": "How many steps does the Eiffel Tower have?"}])
+    assert "poisoning.blocked" in headers["x-ctxwarden-actions"]
