@@ -51,7 +51,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctxwarden.policies.poisoning.assess import retrieve  # noqa: E402
+from ctxwarden.policies.poisoning.assess import FENCE, outside_code, retrieve  # noqa: E402
 from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED  # noqa: E402
 from ctxwarden.policies.poisoning.checkers.features import WEIGHTS, features_of  # noqa: E402
 from ctxwarden.policies.poisoning.checkers.local import LocalChecker  # noqa: E402
@@ -100,8 +100,10 @@ def make_kb(embedder, docs: list[Document], tmp: str) -> KnowledgeBase:
     return kb
 
 
-def judge(kb: KnowledgeBase, checker: LocalChecker, question: str, answer: str):
-    claims = retrieve(answer, kb, question, "", 4)
+def judge(kb: KnowledgeBase, checker: LocalChecker, question: str, answer: str, in_code: bool = False):
+    """As the policy judges an answer (its prose: assess.outside_code), with the checker's verdicts."""
+    answer = outside_code(answer, in_code)
+    claims = retrieve(answer, kb, question, "", 4) if answer.strip() else []
     verdicts = checker.check_now(claims)
     bad = [v.confidence for v in verdicts if v.label == CONTRADICTED]
     scores = [features_of(c).contradiction_score() if c.evidence else 0.0 for c in claims]
@@ -230,10 +232,12 @@ def run_quoting(embedder, documents: int = 400) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         kb = make_kb(embedder, [Document(f"sg-{n}", text, {}) for n, (text, _) in enumerate(pairs)], tmp)
         for text, question in pairs:
+            fences = 0  # a paragraph may start inside a code block: as a stream's piece would
             for paragraph in (p.strip() for p in text.split("\n\n")):
+                in_code, fences = fences % 2 == 1, fences + paragraph.count(FENCE)
                 if len(paragraph) < 40:
                     continue
-                verdict, _, _ = judge(kb, checker, question[-2000:], paragraph)
+                verdict, _, _ = judge(kb, checker, question[-2000:], paragraph, in_code)
                 judged += 1
                 blocked += verdict >= 0.8
                 flagged += verdict >= 0.5

@@ -1,14 +1,15 @@
 """Answers that quote the knowledge base are not contradicted by it: a claim the KB says word for
 word is supported, a numbered step is not another value of the step before it, two counts of
-different things are not one slot, and a list's marker states nothing. On ShareGPT answers quoting
-their own documents (bench/poisoning.py --quoting) these were 2.7 % of paragraphs blocked, now 0.7 %.
+different things are not one slot, a list's marker states nothing, and code is not a statement. On
+ShareGPT answers quoting their own documents (bench/poisoning.py --quoting) these were 2.7 % of
+paragraphs blocked, now 0.1 %.
 What is really another value of the same thing is still contradicted."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxwarden.policies.poisoning.assess import says_something
+from ctxwarden.policies.poisoning.assess import outside_code, says_something
 from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, SUPPORTED
 from ctxwarden.policies.poisoning.checkers.local import _says
 from ctxwarden.policies.text.counted import COUNT, LABEL, number_reading, same_slot
@@ -20,6 +21,9 @@ from tests.test_poisoning_e2e import ADMIN_KEY, ask, load_kb, poisoning
 STEPS = ("Step 3: Slowly bring your knees up toward your chest and grab them with your hands. "
          "Step 4: Engage your glutes and move your knees outward about 45 degrees.")
 TOWER = "The Eiffel Tower has 1,665 steps to the top. It has 3 lifts and a restaurant on the second floor."
+SERVER = {"id": "server", "text": "The billing server listens on port 8080 and keeps 3 worker processes."}
+CODE_ANSWER = ("Start it like this:\n\n```c\nint port = 9090;\nint workers = 12;\nlisten(fd, 3);\n```\n\n"
+               "Then open the page in a browser.")
 
 
 @pytest.fixture(autouse=True)
@@ -90,4 +94,31 @@ def test_through_the_server_an_answer_quoting_the_kbs_numbered_steps_passes(fake
     assert completion.choices[0].message.content.startswith("Here is the routine")
     fake.reply(content="The Eiffel Tower has 1,710 steps to the top.")
     completion, headers = ask(client, messages=[{"role": "user", "content": "How many steps does the Eiffel Tower have?"}])
+    assert "poisoning.blocked" in headers["x-ctxwarden-actions"]
+
+
+def test_code_blocks_are_left_out_of_the_claims_and_a_piece_may_start_inside_one():
+    assert outside_code(CODE_ANSWER).split() == "Start it like this: Then open the page in a browser.".split()
+    assert outside_code("listen(fd, 3);\n```\nThen it runs.", in_code=True).strip() == "Then it runs."
+    assert outside_code("int port = 9090;", in_code=True) == ""
+    assert outside_code("No code here.") == "No code here."
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_through_the_server_code_in_an_answer_is_not_judged_and_its_prose_still_is(fake, start_proxy, stream):
+    proxy = start_proxy(poisoning())
+    load_kb(proxy, [SERVER])
+    client = openai_client(proxy)
+    question = [{"role": "user", "content": "How do I start the billing server?"}]
+    fake.reply(content=CODE_ANSWER)
+    if stream:
+        text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model="gpt-4o", messages=question, stream=True) if c.choices)
+        assert text == CODE_ANSWER
+    else:
+        completion, headers = ask(client, messages=question)
+        assert "poisoning.blocked" not in headers["x-ctxwarden-actions"]
+        assert completion.choices[0].message.content == CODE_ANSWER
+    fake.reply(content="The billing server listens on port 9090.")
+    _, headers = ask(client, messages=[{"role": "user", "content": "Which port does the billing server listen on?"}])
     assert "poisoning.blocked" in headers["x-ctxwarden-actions"]

@@ -19,6 +19,7 @@ from .kb import KnowledgeBase
 # A claim longer than this (a log line, a JSON tool result with no sentence end) is judged in
 # pieces: natural sentences are far shorter, and long ones cost every check in proportion to their square.
 MAX_CLAIM_CHARS = 500
+FENCE = "```"  # opens and closes a block of code in Markdown
 
 
 @dataclass
@@ -120,9 +121,21 @@ def input_evidence(text: str, kb: KnowledgeBase, cap: int, top_k: int) -> tuple[
     return pieces, retrieve(text, kb, top_k=top_k, claims=pieces.claims)
 
 
+def outside_code(text: str, in_code: bool = False) -> str:
+    """The text without its fenced code blocks (```…```, `in_code`: the text starts inside one). A line
+    of code is no statement the KB speaks to, yet read as a claim its numbers and names met the KB's
+    ("int opt = 1;" against "a TCP server in C"): code was all that still blocked answers quoting
+    the KB (bench/poisoning.py --quoting)."""
+    if FENCE not in text:
+        return "" if in_code else text
+    return "\n".join(part for n, part in enumerate(text.split(FENCE)) if (n % 2 == 0) != in_code)
+
+
 def answer_evidence(text: str, kb: KnowledgeBase, question: str, context: str, top_k: int,
-                    cap: int) -> tuple[InputClaims, list[ClaimToCheck]]:
-    """An answer's claims worth judging (answer_claims), with their evidence: one call, off the loop."""
+                    cap: int, in_code: bool = False) -> tuple[InputClaims, list[ClaimToCheck]]:
+    """An answer's claims worth judging (answer_claims: its prose, not its code), with their evidence:
+    one call, off the loop."""
+    text = outside_code(text, in_code)
     picked = answer_claims(text, kb, cap)
     if not picked.claims:
         return picked, []
