@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxwarden.policies.poisoning.assess import outside_code, says_something
+from ctxwarden.policies.poisoning.assess import opens_list, outside_code, says_something
 from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, SUPPORTED
 from ctxwarden.policies.poisoning.checkers.local import _says
 from ctxwarden.policies.text.counted import COUNT, LABEL, number_reading, same_slot
@@ -81,6 +81,18 @@ def test_quoted_steps_and_counts_of_other_things_pass_and_real_contradictions_st
 def test_a_lists_marker_states_nothing_but_an_answers_opening_number_answers_the_question():
     assert not says_something("2.") and not says_something("}") and not says_something("(3)")
     assert says_something("It has 3 lifts.") and says_something("int opt = 1;")
+    assert opens_list("1. Open the app.\n2. Tap Settings.") and opens_list("1) Open it.\n  2) Close it.")
+    assert not opens_list("2015. The Fault in Our Stars came out that year.") and not opens_list("1. Only this.")
+
+
+def test_through_the_server_an_answer_opening_with_a_numbered_list_is_not_judged_by_its_first_marker(fake, start_proxy):
+    proxy = start_proxy(poisoning())
+    load_kb(proxy, [SERVER])
+    answer = "1. Open the billing console.\n2. Press restart and wait a minute."
+    fake.reply(content=answer)
+    completion, headers = ask(openai_client(proxy), messages=[{"role": "user", "content": "How do I restart the billing server?"}])
+    assert "poisoning.blocked" not in headers["x-ctxwarden-actions"]
+    assert completion.choices[0].message.content == answer
 
 
 def test_through_the_server_an_answer_quoting_the_kbs_numbered_steps_passes(fake, start_proxy):

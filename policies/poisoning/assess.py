@@ -8,6 +8,7 @@ worker thread; the checker is awaited (a model-backed one makes its call there).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -20,6 +21,8 @@ from .kb import KnowledgeBase
 # pieces: natural sentences are far shorter, and long ones cost every check in proportion to their square.
 MAX_CLAIM_CHARS = 500
 FENCE = "```"  # opens and closes a block of code in Markdown
+_LIST_START = re.compile(r"\s*1[.)]\s")
+_LIST_NEXT = re.compile(r"\n\s*2[.)]\s")
 
 
 @dataclass
@@ -47,7 +50,8 @@ def retrieve(text: str, kb: KnowledgeBase, question: str = "", context: str = ""
     unfinished = context[last_sentence_end(context):].strip()
     if unfinished:  # a streamed sentence released in part: judge it whole
         claims[0] = f"{unfinished} {claims[0]}"
-    first = 0 if context.strip() else 1  # an answer's opening number answers the question ("2015. It was …")
+    # an answer's opening number answers the question ("2015. It was …"), unless it opens a numbered list
+    first = 0 if context.strip() or opens_list(text) else 1
     claims = claims[:first] + [c for c in claims[first:] if says_something(c)]
     if not claims:
         return []
@@ -68,6 +72,11 @@ class InputClaims:
     claims: list[str]
     unrelated: int = 0  # pieces sharing no word with the KB: nothing there for it to contradict
     over_cap: int = 0  # related pieces past the per-message cap, least related first
+
+
+def opens_list(text: str) -> bool:
+    """The text starts with a numbered list: "1." (or "1)") first, and a later line starting "2."."""
+    return _LIST_START.match(text) is not None and _LIST_NEXT.search(text) is not None
 
 
 def says_something(claim: str) -> bool:
