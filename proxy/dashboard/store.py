@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from ..sqlite_wal import immediate, open_wal
+
 Key = tuple[str, str]  # (metric, label)
 Row = tuple[int, str, str, float]  # (bucket start minute, metric, label, value)
 
@@ -38,12 +40,7 @@ class MinuteStore:
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(SCHEMA)
-            self._db = db
+            self._db = open_wal(self.path, 5.0, (SCHEMA,))
         return self._db
 
     def add(self, counts: dict[tuple[int, str, str], float]) -> None:
@@ -52,13 +49,8 @@ class MinuteStore:
             return
         with self._lock:
             db = self._conn()
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(db):
                 db.executemany(UPSERT, [(m, metric, label, v) for (m, metric, label), v in counts.items()])
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
             self._prune(db)
 
     def _prune(self, db: sqlite3.Connection) -> None:

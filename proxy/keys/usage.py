@@ -35,6 +35,11 @@ class Hold:
     tokens: int = 0
     day: int = 0
 
+    def charged_day(self, now: float) -> int:
+        """The day a charge goes to: the hold's (a request that ran over midnight settles where it held),
+        else today's."""
+        return self.day if self.tokens else _windows(now)[2]
+
 
 NO_HOLD = Hold()
 
@@ -85,7 +90,7 @@ class LocalUsage:
 
     async def charge(self, record: KeyRecord, tokens: int, hold: Hold = NO_HOLD, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        day = hold.day if hold.tokens else _windows(now)[2]
+        day = hold.charged_day(now)
         seen_day, used = self.days.get(record.id, (day, 0))
         if seen_day == day:
             self.days[record.id] = (day, used + tokens - hold.tokens)
@@ -141,7 +146,7 @@ class RedisUsage:
 
     async def charge(self, record: KeyRecord, tokens: int, hold: Hold = NO_HOLD, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        day = hold.day if hold.tokens else _windows(now)[2]
+        day = hold.charged_day(now)
         base = self.PREFIX + record.id
         try:
             pipe = self.client.pipeline(transaction=False)

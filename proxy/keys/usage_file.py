@@ -2,8 +2,8 @@
 there is no Redis: every process on that path (`serve --workers 2`, two servers, the CLI) counts
 into the same rows, and a restart (or a kill -9) does not hand every key a fresh rate and budget.
 
-Each admission and charge is one short transaction (WAL; `BEGIN IMMEDIATE`, so the count read
-and the count written are one step across processes), run off the event loop. If the file cannot
+Each admission and charge is one short transaction (proxy/sqlite_wal.py: the count read and the
+count written are one step across processes), run off the event loop. If the file cannot
 be written (disk full, locked past the timeout), usage is counted in this process until it can,
 as `RedisUsage` does when Redis fails.
 """
@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..sqlite_wal import immediate, open_wal
 from .records import KeyRecord
 from .usage import NO_HOLD, Hold, LocalUsage, Refusal, _refusal, _windows, held
 
@@ -48,28 +49,12 @@ class FileUsage:
         self._lock = threading.Lock()
         self._pruned_at = 0.0
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=self.timeout_s, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # WAL: a crash of the process loses nothing committed
-            for statement in SCHEMA:
-                db.execute(statement)
-            self._db = db
-        return self._db
-
     def _transaction(self, work: Any) -> Any:
         with self._lock:
-            db = self._conn()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(db)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            return result
+            if self._db is None:
+                self._db = open_wal(self.path, self.timeout_s, SCHEMA)
+            with immediate(self._db) as db:
+                return work(db)
 
     async def _run(self, work: Any) -> Any:
         result = await asyncio.to_thread(self._transaction, work)
@@ -106,7 +91,7 @@ class FileUsage:
 
     async def charge(self, record: KeyRecord, tokens: int, hold: Hold = NO_HOLD, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        day = hold.day if hold.tokens else _windows(now)[2]
+        day = hold.charged_day(now)
 
         def work(db: sqlite3.Connection) -> None:
             db.execute(ADD_TOKENS, (record.id, day, tokens - hold.tokens))
