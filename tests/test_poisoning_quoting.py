@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ctxwarden.policies.poisoning.assess import opens_list, outside_code, says_something
-from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, SUPPORTED
-from ctxwarden.policies.poisoning.checkers.local import _says
+from ctxwarden.policies.poisoning.checkers.base import CONTRADICTED, SUPPORTED, Evidence
+from ctxwarden.policies.poisoning.checkers.local import _quoting
 from ctxwarden.policies.text.counted import COUNT, LABEL, number_reading, same_slot
 from ctxwarden.policies.text.slots import slots
 from tests.conftest import openai_client
@@ -29,6 +29,10 @@ CODE_ANSWER = ("Start it like this:\n\n```c\nint port = 9090;\nint workers = 12;
 @pytest.fixture(autouse=True)
 def admin_key(monkeypatch):
     monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", ADMIN_KEY)
+
+
+def _says(passage: str, claim: str) -> bool:
+    return _quoting(claim, [Evidence("doc#0", "doc", passage, passage, 1.0)]) is not None
 
 
 def number(text: str):

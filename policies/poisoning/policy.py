@@ -26,7 +26,7 @@ from ..base import Answer, BasePolicy, Block, Exchange, Reject, Services, Verdic
 from ..cache import LRU
 from ..messages import Message, content_text, remembered
 from .admin import Route, routes
-from .assess import FENCE, Assessment, answer_evidence, assess, input_evidence
+from .assess import Assessment, answer_evidence, assess, input_evidence
 from .checkers import build_checker
 from .checkers.local import LocalChecker
 from .config import PoisoningConfig
@@ -133,9 +133,9 @@ class PoisoningPolicy(BasePolicy):
         started = time.perf_counter()
         try:
             kb = self.kb(ex.tenant)
-            in_code = answer.partial and answer.prior_text.count(FENCE) % 2 == 1  # a stream's piece inside a code block
             picked, claims = await run_cpu(not kb.settled_empty, answer_evidence, text, kb, question_of(ex.messages), context,
-                                           self.config.top_k, self.config.answer_max_claims, in_code)
+                                           self.config.top_k, self.config.answer_max_claims,
+                                           answer.prior_text if answer.partial else "")
         except Exception as exc:  # the knowledge base could not be read (or the embedder failed)
             return self._failed(ex, exc, "answer", store=True)
         if picked.over_cap:  # never silent: what was left unjudged is said

@@ -25,7 +25,7 @@ import time
 from typing import Sequence
 
 from ...text.slots import fold, words
-from .base import CONTRADICTED, SUPPORTED, UNVERIFIABLE, CheckContext, ClaimToCheck, ClaimVerdict, unverifiable
+from .base import CONTRADICTED, SUPPORTED, UNVERIFIABLE, CheckContext, ClaimToCheck, ClaimVerdict, Evidence, unverifiable
 from .features import ClaimFeatures, features_of
 
 SUPPORT_FLOOR = 0.5  # below this confidence of a contradiction, a fully backed claim is called supported
@@ -33,16 +33,16 @@ _SPACE = re.compile(r"\s+")
 QUOTED_WORDS = 5
 
 
-def _says(passage: str, claim: str) -> bool:
-    """The passage contains the claim word for word (case, accents and spacing aside), ending where a
-    word or number ends ("at 3" is not said by "at 3:30", nor "in 19" by "in 1990"). Only a claim of
-    QUOTED_WORDS words or more: a shorter one is a fragment whose meaning the question supplies
-    ("Marta Kessler", answering "Who is the younger of the two?", is in her own passage)."""
+def _quoting(claim: str, evidence: Sequence[Evidence]) -> Evidence | None:
+    """The first passage that contains the claim word for word (case, accents and spacing aside),
+    ending where a word or number ends ("at 3" is not said by "at 3:30", nor "in 19" by "in 1990").
+    Only a claim of QUOTED_WORDS words or more: a shorter one is a fragment whose meaning the question
+    supplies ("Marta Kessler", answering "Who is the younger of the two?", is in her own passage)."""
     said = _SPACE.sub(" ", fold(claim)).strip(" .;:!?")
     if len(words(said)) < QUOTED_WORDS:
-        return False
-    pattern = r"(?<!\w)" + re.escape(said) + r"(?!\w|[.,:]\d)"
-    return re.search(pattern, _SPACE.sub(" ", fold(passage))) is not None
+        return None
+    pattern = re.compile(r"(?<!\w)" + re.escape(said) + r"(?!\w|[.,:]\d)")
+    return next((e for e in evidence if pattern.search(_SPACE.sub(" ", fold(e.window)))), None)
 
 
 class LocalChecker:
@@ -62,7 +62,7 @@ class LocalChecker:
         started = time.perf_counter()
         if not claim.evidence:
             return unverifiable(claim)
-        quoting = next((e for e in claim.evidence if _says(e.window, claim.text)), None)
+        quoting = _quoting(claim.text, claim.evidence)
         if quoting is not None:
             return ClaimVerdict(claim.text, SUPPORTED, 1.0, quoting.sentence, quoting.id,
                                 latency_ms=(time.perf_counter() - started) * 1000)
