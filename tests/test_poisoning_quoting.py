@@ -86,17 +86,31 @@ def test_a_lists_marker_states_nothing_but_an_answers_opening_number_answers_the
     assert not says_something("2.") and not says_something("}") and not says_something("(3)")
     assert says_something("It has 3 lifts.") and says_something("int opt = 1;")
     assert opens_list("1. Open the app.\n2. Tap Settings.") and opens_list("1) Open it.\n  2) Close it.")
-    assert not opens_list("2015. The Fault in Our Stars came out that year.") and not opens_list("1. Only this.")
+    assert opens_list("1. ") and opens_list("1. Only this.")  # a stream's first piece; a one-item list
+    assert not opens_list("2015. The Fault in Our Stars came out that year.") and not opens_list("1.")
 
 
-def test_through_the_server_an_answer_opening_with_a_numbered_list_is_not_judged_by_its_first_marker(fake, start_proxy):
+@pytest.mark.parametrize("stream", [False, True])
+def test_through_the_server_an_answer_opening_with_a_numbered_list_is_not_judged_by_its_first_marker(
+        fake, start_proxy, stream):
+    """Streamed, the first piece judged is "1. " alone: the "2." that shows a list comes later."""
     proxy = start_proxy(poisoning())
     load_kb(proxy, [SERVER])
+    client = openai_client(proxy)
     answer = "1. Open the billing console.\n2. Press restart and wait a minute."
+    question = [{"role": "user", "content": "How do I restart the billing server?"}]
     fake.reply(content=answer)
-    completion, headers = ask(openai_client(proxy), messages=[{"role": "user", "content": "How do I restart the billing server?"}])
-    assert "poisoning.blocked" not in headers["x-ctxwarden-actions"]
-    assert completion.choices[0].message.content == answer
+    if stream:
+        text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model="gpt-4o", messages=question, stream=True) if c.choices)
+        assert text == answer
+    else:
+        completion, headers = ask(client, messages=question)
+        assert "poisoning.blocked" not in headers["x-ctxwarden-actions"]
+        assert completion.choices[0].message.content == answer
+    fake.reply(content="1. The billing server listens on port 9090.\n2. It keeps 3 worker processes.")
+    _, headers = ask(client, messages=[{"role": "user", "content": "Which port does the billing server listen on?"}])
+    assert "poisoning.blocked" in headers["x-ctxwarden-actions"]  # the list's claims are still judged
 
 
 def test_through_the_server_an_answer_quoting_the_kbs_numbered_steps_passes(fake, start_proxy):

@@ -22,7 +22,6 @@ from .kb import KnowledgeBase
 MAX_CLAIM_CHARS = 500
 FENCE = "```"  # opens and closes a block of code in Markdown
 _LIST_START = re.compile(r"\s*1[.)]\s")
-_LIST_NEXT = re.compile(r"\n\s*2[.)]\s")
 
 
 @dataclass
@@ -75,8 +74,11 @@ class InputClaims:
 
 
 def opens_list(text: str) -> bool:
-    """The text starts with a numbered list: "1." (or "1)") first, and a later line starting "2."."""
-    return _LIST_START.match(text) is not None and _LIST_NEXT.search(text) is not None
+    """The text starts with a list's first marker: "1." or "1)" and a space. Not "2015. It was …", nor
+    "1." alone at the end (the answer "1"). A stream's first piece is that marker alone ("1. "): the
+    "2." that would show a list has not arrived yet, so the marker is enough (waiting for it blocked
+    every streamed answer opening with a numbered list whose KB held a number)."""
+    return _LIST_START.match(text) is not None
 
 
 def _content_terms(text: str) -> set[str]:
