@@ -176,7 +176,7 @@ def _relay(upstream: Upstream, max_body_mb: float) -> Endpoint:
             path = f"{path}?{request.url.query}"
         body = await read_body(request, max_body_mb) if request.method not in ("GET", "HEAD") else None
         charge = charge_of(request.scope)
-        check_relayed(charge, request.method, path, body, request.headers.get("content-type", ""))
+        await check_relayed(charge, request.method, path, body, request.headers.get("content-type", ""))
         result = await upstream.send(request.method, path, body, upstream.request_headers(request.headers), stream=True)
         response = result.response
         if response.status_code >= 400:

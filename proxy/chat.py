@@ -102,7 +102,7 @@ class ChatHandler:
                 ex = self._exchange(request_id, body, request.headers, len(raw), started)
                 charge = charge_of(request.scope)
                 if charge is not None:  # keys mode: the key may call this model; it is charged what it uses
-                    charge.check_request(ex.model, body)
+                    await charge.check_request(ex.model, body)
                     ex.notes.usage = charge.usage
                 span.set_attribute("gen_ai.request.model", ex.model)
                 span.set_attribute("ctxwarden.session", ex.session_id)

@@ -54,6 +54,7 @@ class FakeUpstream:
     received: list[Received] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # raw request targets (path?query), as they arrived
     counter: int = 0
+    stored: dict[str, Any] = field(default_factory=dict)  # Responses (store: true) and conversations, by id
 
     def reply(self, **entry: Any) -> "FakeUpstream":
         self.script.append(entry)
@@ -82,6 +83,9 @@ class FakeUpstream:
         return Starlette(routes=[
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/v1/responses", self._responses, methods=["POST"]),
+            Route("/v1/responses/{object_id}", self._stored_object, methods=["GET", "DELETE"]),
+            Route("/v1/conversations", self._new_conversation, methods=["POST"]),
+            Route("/v1/conversations/{object_id}", self._stored_object, methods=["GET", "DELETE"]),
             Route("/v1/messages", self._messages, methods=["POST"]),
             Route("/v1/messages/{path:path}", self._not_found, methods=["GET", "POST", "DELETE"]),  # recorded
             Route("/v1/models", self._models, methods=["GET"]),
@@ -208,6 +212,8 @@ class FakeUpstream:
             "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": words,
                       "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 10 + words},
         }
+        if response["store"]:
+            self.stored[response["id"]] = response
         if not body.get("stream"):
             return JSONResponse(response)
 
@@ -251,6 +257,25 @@ class FakeUpstream:
                 event = data if text is None else {**data, "delta": {"type": "text_delta", "text": text}}
                 pieces.append(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
         return StreamingResponse(_scripted_stream(pieces, entry), media_type="text/event-stream")
+
+    async def _stored_object(self, request: Request) -> Response:
+        """A stored Response or conversation, read or deleted by id (OpenAI's 404 shape when unknown)."""
+        await self._record(request)
+        object_id = request.path_params["object_id"]
+        if object_id not in self.stored:
+            return JSONResponse({"error": {"message": f"No object with id '{object_id}' found.", "type": "invalid_request_error",
+                                           "param": None, "code": None}}, status_code=404)
+        if request.method == "DELETE":
+            return JSONResponse({"id": object_id, "object": f"{self.stored.pop(object_id)['object']}.deleted", "deleted": True})
+        return JSONResponse(self.stored[object_id])
+
+    async def _new_conversation(self, request: Request) -> Response:
+        body = await self._record(request) or {}
+        self.counter += 1
+        conversation = {"id": f"conv_fake{self.counter}", "object": "conversation", "created_at": int(time.time()),
+                        "metadata": body.get("metadata") or {}}
+        self.stored[conversation["id"]] = conversation
+        return JSONResponse(conversation)
 
     async def _not_found(self, request: Request) -> Response:
         await self._record(request)

@@ -291,7 +291,7 @@ class MessagesHandler(ChatHandler):
         try:
             raw = await request.body()
             body = parse_json_body(raw)
-            check_relayed(charge_of(request.scope), "POST", "messages/count_tokens", raw, "application/json")
+            await check_relayed(charge_of(request.scope), "POST", "messages/count_tokens", raw, "application/json")
             if self.anthropic is not None:
                 headers = self.anthropic.request_headers(request.headers)
                 response = (await self.anthropic.send("POST", "messages/count_tokens", raw, headers)).response
@@ -318,7 +318,7 @@ class MessagesHandler(ChatHandler):
             if request.url.query:
                 path = f"{path}?{request.url.query}"
             body = await request.body() if request.method not in ("GET", "HEAD") else None
-            check_relayed(charge_of(request.scope), request.method, path, body, request.headers.get("content-type", ""))
+            await check_relayed(charge_of(request.scope), request.method, path, body, request.headers.get("content-type", ""))
             response = (await self.anthropic.send(request.method, path, body, self.anthropic.request_headers(request.headers))).response
             return Response(response.content, status_code=response.status_code, headers=relay_headers(response))
         except ProxyError as exc:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..errors import ProxyError
+from .owned import open_owners
 from .records import KeyRecord, hash_key
 from .store import KeyStore, open_store
 from .usage import NO_HOLD, Hold, RedisUsage
@@ -84,10 +85,11 @@ def guarded(path: str) -> bool:
 
 
 class KeyGate:
-    def __init__(self, mode: str, store: KeyStore | None, usage: Any) -> None:
+    def __init__(self, mode: str, store: KeyStore | None, usage: Any, owners: Any = None) -> None:
         self.mode = mode
         self.store = store
         self.usage = usage
+        self.owners = owners  # which tenant made each stored provider object (owned.py); keys mode only
         self.records: dict[str, KeyRecord] = {}
         self.read_at = float("-inf")
         self.forced_at = float("-inf")
@@ -98,7 +100,8 @@ class KeyGate:
         mode = resolve_mode(settings)
         store = open_store(settings.storage.path, settings.state.redis_url)
         usage = open_usage(settings)
-        gate = cls(mode, store, usage)
+        owners = open_owners(settings.storage.path, settings.state.redis_url, settings.state.timeout_s) if mode == "keys" else None
+        gate = cls(mode, store, usage, owners)
         if mode == "keys":
             gate._refresh()
             if not any(r.active for r in gate.records.values()):

@@ -21,6 +21,7 @@ from ..answers import COUNTED_PROMPT
 from ..errors import ProxyError
 from ..wire.anthropic import error_body as anthropic_error_body
 from .gate import KeyGate, guarded
+from .owned import CREATES, NewObject, owned_by, referenced_id
 from .records import ANY_TENANT, KeyRecord
 
 CHARGE = "ctxwarden.client_key"  # the scope["state"] entry handlers read
@@ -34,24 +35,35 @@ class Charge:
     record: KeyRecord
     tenant: str
     usage: dict[str, int] = field(default_factory=dict)  # the exchange's RequestNotes.usage (prompt/completion tokens)
+    owners: Any = None  # which tenant made each stored provider object (owned.py); None: nothing is anyone's
 
     def check_model(self, model: str) -> None:
         if not self.record.may_use_model(model):
             raise ProxyError(403, "model_not_allowed", f"This key may not use the model {model!r}.", param="model")
 
-    def check_request(self, model: str, body: Any) -> None:
-        """The model, and no reference to what the provider stores under the proxy's one provider key
+    async def owns(self, object_id: str) -> bool:
+        """A key for every tenant may refer to any stored object; a key for one, to those its tenant made."""
+        if ANY_TENANT in self.record.tenants:
+            return True
+        return self.owners is not None and await owned_by(self.owners, object_id, self.tenant)
+
+    async def check_request(self, model: str, body: Any) -> None:
+        """The model, and each reference to what the provider stores under the proxy's one provider key
         (a stored Response to continue, a conversation, a code container): every tenant's objects are
-        kept there together, so a key for one tenant could continue another's (keys/relayed.py)."""
+        kept there together, so a key for one tenant may refer only to those its tenant made through
+        the proxy (owned.py; containers are not followed, so never)."""
         self.check_model(model)
         if ANY_TENANT in self.record.tenants or not isinstance(body, dict):
             return
-        for field in STORED_REFERENCES:
-            if body.get(field) is not None:
+        for name in STORED_REFERENCES:
+            if body.get(name) is None:
+                continue
+            object_id = referenced_id(body[name]) if name != "container" else None
+            if object_id is None or not await self.owns(object_id):
                 raise ProxyError(403, "shared_provider_state",
-                                 f"`{field}` refers to what the provider stores under the proxy's one provider key, "
-                                 "which every tenant shares; a key for one tenant may not use it (send the whole "
-                                 "conversation instead, or use a key for every tenant).", param=field)
+                                 f"`{name}` refers to something the provider stores under the proxy's one provider key, "
+                                 "which every tenant shares, and this key's tenant did not make it through the proxy "
+                                 "(send the whole conversation instead, or use a key for every tenant).", param=name)
 
     @property
     def tokens(self) -> int:
@@ -83,6 +95,11 @@ def _secret(headers: dict[bytes, bytes]) -> str | None:
     return None
 
 
+def makes_object(scope: Any) -> bool:
+    """A POST whose answer names a new object the provider stores (a Response, a conversation)."""
+    return scope.get("method") == "POST" and scope.get("path", "").removeprefix("/v1/").strip("/") in CREATES
+
+
 class ClientKeys:
     def __init__(self, app: Any, gate: KeyGate) -> None:
         self.app = app
@@ -106,12 +123,15 @@ class ClientKeys:
         user = record.user if record.user is not None else headers.get(b"x-ctxwarden-user", b"").decode("utf-8", "replace")
         if user:
             kept.append((b"x-ctxwarden-user", user.encode("utf-8")))
-        charge = Charge(record, tenant)
+        charge = Charge(record, tenant, owners=self.gate.owners)
         scope = {**scope, "headers": kept, "state": {**(scope.get("state") or {}), CHARGE: charge}}
         charged = False
+        made = NewObject(self.gate.owners, tenant) if makes_object(scope) and self.gate.owners is not None else None
 
         async def send_charged(message: Any) -> None:
             nonlocal charged
+            if made is not None:
+                await made.see(message)
             # Charged before the last byte goes out, so the client's next request sees this one's tokens.
             if message["type"] == "http.response.body" and not message.get("more_body", False) and not charged:
                 charged = True

@@ -13,7 +13,8 @@ reports in their handlers. The relayed routes did neither: a key allowed only `g
 - what the provider stores (files, batches, stored responses and chat completions, vector stores,
   conversations, …) is kept under the proxy's one provider key, which every tenant shares: a key
   bound to one tenant read another tenant's stored Response, its files and every stored chat
-  completion. Only the routes that keep nothing at the provider are open to such a key; the rest
+  completion. Open to such a key: the routes that keep nothing at the provider, a new conversation,
+  and the stored Responses and conversations its tenant made through the proxy (owned.py); the rest
   are for a key that acts for every tenant (`tenants: ['*']`), or for passthrough mode, where each
   client's own provider key keeps its objects apart.
 """
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..errors import ProxyError
 from .middleware import Charge
+from .owned import CREATES, REFERS
 from .records import ANY_TENANT
 
 BATCH_CREATES = ("batches", "messages/batches")  # POST here: requests whose cost is known later
@@ -56,16 +58,17 @@ def requested_models(body: bytes | None, content_type: str) -> list[str]:
     return models
 
 
-def check_relayed(charge: Charge | None, method: str, path: str, body: bytes | None, content_type: str) -> None:
+async def check_relayed(charge: Charge | None, method: str, path: str, body: bytes | None, content_type: str) -> None:
     """ProxyError 403 when the key may not make this relayed request; nothing without a key."""
     if charge is None:
         return
     bare = path.split("?", 1)[0].strip("/")
-    if ANY_TENANT not in charge.record.tenants and not STATELESS.fullmatch(bare):
+    if ANY_TENANT not in charge.record.tenants and not STATELESS.fullmatch(bare) and not await _its_own(charge, method, bare):
         raise ProxyError(403, "shared_provider_state",
                          f"/v1/{bare} reaches what the provider stores under the proxy's one provider key, which every "
-                         "tenant shares; a key for one tenant may not use it (a key for every tenant may, or passthrough "
-                         "mode, with each client's own provider key).")
+                         "tenant shares; a key for one tenant may use only the Responses and conversations its tenant "
+                         "made through the proxy (a key for every tenant may, or passthrough mode, with each client's "
+                         "own provider key).")
     for model in requested_models(body, content_type):
         charge.check_model(model)
     limited = bool(charge.record.models) or charge.record.tokens_per_day is not None
@@ -73,6 +76,15 @@ def check_relayed(charge: Charge | None, method: str, path: str, body: bytes | N
         raise ProxyError(403, "batches_not_allowed",
                          "This key has a model list or a token budget, which the proxy cannot apply to a batch (its "
                          "requests are billed when they run); use a key without them for batches.")
+
+
+async def _its_own(charge: Charge, method: str, bare: str) -> bool:
+    """A new conversation (noted for the key's tenant as it is answered: owned.py), or a stored Response
+    or conversation, and what hangs off it (input items, items, cancel), that the key's tenant made."""
+    if method == "POST" and bare in CREATES:
+        return True
+    referred = REFERS.fullmatch(bare)
+    return referred is not None and await charge.owns(referred.group(1))
 
 
 def charge_relayed(charge: Charge | None, usage: Any) -> None:
