@@ -49,6 +49,12 @@ def test_with_redis_a_revoked_key_is_refused_by_the_other_replica_within_a_secon
         assert codes == [200, 200, 200, 429]  # one rate for the key, whichever replica answers
         listed = httpx.get(f"{b.url}/admin/keys", headers=ADMIN).json()["keys"]
         assert next(k for k in listed if k["id"] == made["id"])["usage"]["requests"] == 3
+        # who made a stored Response is shared too (the replicas' storage paths differ: only Redis joins them)
+        mine, other = ({"authorization": f"Bearer {httpx.post(f'{a.url}/admin/keys', headers=ADMIN, json={'tenant': t}).json()['key']}"}
+                       for t in ("acme", "rival"))
+        response = httpx.post(f"{a.url}/v1/responses", json={"model": "gpt-4o", "input": "hi"}, headers=mine).json()
+        assert httpx.get(f"{b.url}/v1/responses/{response['id']}", headers=mine).status_code == 200
+        assert httpx.get(f"{b.url}/v1/responses/{response['id']}", headers=other).status_code == 403
     finally:
         for process in (a, b, redis):
             process.stop()
