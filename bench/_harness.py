@@ -74,7 +74,8 @@ def start_proxy(upstream_url: str, config: dict, workers: int = 1) -> tuple[Proc
     upstream = {"base_url": f"{upstream_url}/v1", "api_key_env": None, **config.get("upstream", {})}
     merged = {**config, "storage": {"path": store, **config.get("storage", {})}, "upstream": upstream}
     # As in the Docker image: two malloc arenas keep RSS close to the live heap with worker threads.
-    proc = start_replica(Path(store), merged, env={"MALLOC_ARENA_MAX": "2"}, workers=workers, log_level="error")
+    arenas = os.environ.get("MALLOC_ARENA_MAX", "2")  # set it to try another count
+    proc = start_replica(Path(store), merged, env={"MALLOC_ARENA_MAX": arenas}, workers=workers, log_level="error")
     return proc, proc.url
 
 

@@ -69,3 +69,37 @@ def test_on_one_storage_path_a_revoked_key_is_refused_by_the_other_process_withi
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.mark.skipif(redis_command() is None, reason="no redis-server (Debian: apt-get install -y redis-server)")
+def test_keys_survive_a_redis_restarted_without_persistence(fake, tmp_path):
+    """Redis comes back empty: the keys a replica had read are written back from its copy (a revoked
+    one stays revoked), instead of every client getting 401 from then on."""
+    redis = start_redis(tmp_path)
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    a = start_replica(tmp_path, {**config(fake, state={"redis_url": url}), "storage": {"path": str(tmp_path / "a")}}, env=ENV)
+    try:
+        kept = httpx.post(f"{a.url}/admin/keys", headers=ADMIN, json={"tenant": "acme"}).json()
+        revoked = httpx.post(f"{a.url}/admin/keys", headers=ADMIN, json={"tenant": "acme"}).json()
+        httpx.delete(f"{a.url}/admin/keys/{revoked['id']}", headers=ADMIN).raise_for_status()
+        ok, gone = ({"authorization": f"Bearer {k['key']}"} for k in (kept, revoked))
+        assert httpx.post(f"{a.url}/v1/chat/completions", json=CHAT, headers=ok).status_code == 200
+        redis.stop()
+        redis = start_redis(tmp_path, port=redis.port)  # the same address, nothing in it (no persistence)
+        codes = set()
+        deadline = time.monotonic() + 2.0  # four of the gate's re-reads of the store
+        while time.monotonic() < deadline:
+            codes.add(httpx.post(f"{a.url}/v1/chat/completions", json=CHAT, headers=ok).status_code)
+            time.sleep(0.1)
+        assert codes == {200}, "the key was lost with Redis's data"
+        assert httpx.post(f"{a.url}/v1/chat/completions", json=CHAT, headers=gone).status_code == 401
+        listed = {k["id"]: k for k in httpx.get(f"{a.url}/admin/keys", headers=ADMIN).json()["keys"]}
+        assert set(listed) == {kept["id"], revoked["id"]} and listed[revoked["id"]]["revoked_at"] is not None
+        a.stop()  # a replica started afresh on the same path, after another wipe, restores from the copy on disk
+        redis.stop()
+        redis = start_redis(tmp_path, port=redis.port)
+        a = start_replica(tmp_path, {**config(fake, state={"redis_url": url}), "storage": {"path": str(tmp_path / "a")}}, env=ENV)
+        assert httpx.post(f"{a.url}/v1/chat/completions", json=CHAT, headers=ok).status_code == 200
+    finally:
+        a.stop()
+        redis.stop()

@@ -4,7 +4,11 @@
   (a reader sees the old file or the new one, never half of one), under an exclusive lock so the
   CLI and a server can both write. Every process on that path re-reads it when its mtime changes.
 - `RedisKeyStore`: the hash `ctxw:keys` (key hash → record JSON), when `state.redis_url` is set,
-  so every replica sees a new or revoked key on its next refresh.
+  so every replica sees a new or revoked key on its next refresh. A Redis restarted without
+  persistence (or flushed) comes back without them, and every client would get 401 from then on.
+  No record is ever deleted (a revoked key is kept, marked), so a record that was there and is gone
+  was lost: each replica keeps what it last read in `<storage.path>/client_keys.redis-copy.json`
+  and writes a lost record back (HSETNX: never over one another replica restored first).
 
 Both are synchronous and small (a record is ~300 bytes); the gate keeps a snapshot and refreshes
 it at most every `REFRESH_S` (gate.py), so a request never waits on the store.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import tempfile
 import time
@@ -24,7 +29,10 @@ from typing import Any, Iterator, Protocol
 from .records import KeyRecord
 
 FILE_NAME = "client_keys.json"
+COPY_NAME = "client_keys.redis-copy.json"  # a replica's copy of the Redis hash, to restore it from
 REDIS_KEY = "ctxw:keys"
+
+log = logging.getLogger("ctxwarden.keys")
 
 
 class KeyStore(Protocol):
@@ -43,8 +51,8 @@ class KeyStore(Protocol):
 
 
 class FileKeyStore:
-    def __init__(self, directory: str | Path) -> None:
-        self.path = Path(directory) / FILE_NAME
+    def __init__(self, directory: str | Path, name: str = FILE_NAME) -> None:
+        self.path = Path(directory) / name
         self.where = str(self.path)
         self._seen: tuple[int, int] | None = None
 
@@ -82,6 +90,7 @@ class FileKeyStore:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _write(self, records: list[KeyRecord]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".client_keys.")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -99,6 +108,10 @@ class FileKeyStore:
         with self._locked():
             self._write([*self._read(), record])
 
+    def replace(self, records: list[KeyRecord]) -> None:
+        with self._locked():
+            self._write(records)
+
     def revoke(self, key_id: str) -> KeyRecord | None:
         with self._locked():
             records = self._read()
@@ -112,18 +125,32 @@ class FileKeyStore:
 
 
 class RedisKeyStore:
-    def __init__(self, url: str, timeout_s: float = 1.0) -> None:
+    def __init__(self, url: str, copy_dir: str | Path | None = None, timeout_s: float = 1.0) -> None:
         import redis
 
         self.client: Any = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                                 decode_responses=True)
         self.where = f"redis {REDIS_KEY}"
+        self.copy = FileKeyStore(copy_dir, COPY_NAME) if copy_dir is not None else None
+        self.known: dict[str, str] | None = None  # key hash → record JSON, as last read (None: not yet)
 
     def changed(self) -> bool:
         return True  # no cheap stamp: the gate refreshes on its clock
 
     def snapshot(self) -> dict[str, KeyRecord]:
         raw = self.client.hgetall(REDIS_KEY)
+        if self.known is None:  # this process's first read: what the last one on this path had seen
+            self.known = {r.key_hash: json.dumps(r.to_json()) for r in self.copy.snapshot().values()} if self.copy else {}
+        lost = {h: doc for h, doc in self.known.items() if h not in raw}
+        if lost:
+            restored = sum(bool(self.client.hsetnx(REDIS_KEY, h, doc)) for h, doc in lost.items())
+            log.warning("client keys: %d of the %d keys this replica knew were gone from Redis (restarted without "
+                        "persistence, or flushed?); %d written back from its copy", len(lost), len(self.known), restored)
+            raw = self.client.hgetall(REDIS_KEY)
+        if raw != self.known:
+            self.known = dict(raw)
+            if self.copy is not None:
+                self.copy.replace([KeyRecord.from_json(json.loads(doc)) for doc in raw.values()])
         return {h: KeyRecord.from_json(json.loads(doc)) for h, doc in raw.items()}
 
     def add(self, record: KeyRecord) -> None:
@@ -141,4 +168,4 @@ class RedisKeyStore:
 
 
 def open_store(storage_path: str, redis_url: str | None) -> KeyStore:
-    return RedisKeyStore(redis_url) if redis_url else FileKeyStore(storage_path)
+    return RedisKeyStore(redis_url, copy_dir=storage_path) if redis_url else FileKeyStore(storage_path)
