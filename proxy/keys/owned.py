@@ -142,7 +142,7 @@ class NewObject:
             return
         if message["type"] != "http.response.body":
             return
-        self.head += message.get("body", b"")
+        self.head = (self.head + message.get("body", b""))[:SNIFF_BYTES]  # a 10 MB answer is not scanned whole
         found = _FIRST_ID.search(self.head)
         if found is None and len(self.head) < SNIFF_BYTES and message.get("more_body", False):
             return
