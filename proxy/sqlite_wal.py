@@ -9,10 +9,14 @@ across processes. Blocking: call these off the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
+import threading
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 
 def open_wal(path: Path, timeout_s: float, schema: Iterable[str]) -> sqlite3.Connection:
@@ -36,3 +40,32 @@ def immediate(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+class WalFile:
+    """One such file, opened on first use and shared by this process's threads: each `transaction`
+    is one `immediate` write transaction, run under a lock (one connection, several threads)."""
+
+    def __init__(self, path: Path, schema: Iterable[str], timeout_s: float = 2.0) -> None:
+        self.path = path
+        self.schema = tuple(schema)
+        self.timeout_s = timeout_s
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            if self._db is None:
+                self._db = open_wal(self.path, self.timeout_s, self.schema)
+            with immediate(self._db) as db:
+                return work(db)
+
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`transaction`, off the event loop."""
+        return await asyncio.to_thread(self.transaction, work)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

@@ -35,6 +35,15 @@ def _says(passage: str, claim: str) -> bool:
     return _quoting(claim, [Evidence("doc#0", "doc", passage, passage, 1.0)]) is not None
 
 
+def passes_whole(client, question: list, answer: str, stream: bool) -> bool:
+    """The fake's `answer` reaches the client whole and unblocked, streamed or not."""
+    if stream:
+        return "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model="gpt-4o", messages=question, stream=True) if c.choices) == answer
+    completion, headers = ask(client, messages=question)
+    return "poisoning.blocked" not in headers["x-ctxwarden-actions"] and completion.choices[0].message.content == answer
+
+
 def number(text: str):
     return next(s for s in slots(text) if s.kind == "number")
 
@@ -100,14 +109,7 @@ def test_through_the_server_an_answer_opening_with_a_numbered_list_is_not_judged
     answer = "1. Open the billing console.\n2. Press restart and wait a minute."
     question = [{"role": "user", "content": "How do I restart the billing server?"}]
     fake.reply(content=answer)
-    if stream:
-        text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-            model="gpt-4o", messages=question, stream=True) if c.choices)
-        assert text == answer
-    else:
-        completion, headers = ask(client, messages=question)
-        assert "poisoning.blocked" not in headers["x-ctxwarden-actions"]
-        assert completion.choices[0].message.content == answer
+    assert passes_whole(client, question, answer, stream)
     fake.reply(content="1. The billing server listens on port 9090.\n2. It keeps 3 worker processes.")
     _, headers = ask(client, messages=[{"role": "user", "content": "Which port does the billing server listen on?"}])
     assert "poisoning.blocked" in headers["x-ctxwarden-actions"]  # the list's claims are still judged
@@ -141,14 +143,7 @@ def test_through_the_server_code_in_an_answer_is_not_judged_and_its_prose_still_
     client = openai_client(proxy)
     question = [{"role": "user", "content": "How do I start the billing server?"}]
     fake.reply(content=CODE_ANSWER)
-    if stream:
-        text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-            model="gpt-4o", messages=question, stream=True) if c.choices)
-        assert text == CODE_ANSWER
-    else:
-        completion, headers = ask(client, messages=question)
-        assert "poisoning.blocked" not in headers["x-ctxwarden-actions"]
-        assert completion.choices[0].message.content == CODE_ANSWER
+    assert passes_whole(client, question, CODE_ANSWER, stream)
     fake.reply(content="The billing server listens on port 9090.")
     _, headers = ask(client, messages=[{"role": "user", "content": "Which port does the billing server listen on?"}])
     assert "poisoning.blocked" in headers["x-ctxwarden-actions"]

@@ -16,17 +16,15 @@ answer still goes out and its tenant cannot refer to it later (logged).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from ..sqlite_wal import immediate, open_wal
+from ..sqlite_wal import WalFile
 
 log = logging.getLogger("ctxwarden.keys")
 
@@ -51,18 +49,8 @@ def referenced_id(value: Any) -> str | None:
 
 class FileOwners:
     def __init__(self, directory: str | Path, timeout_s: float = 2.0) -> None:
-        self.path = Path(directory) / FILE_NAME
-        self.timeout_s = timeout_s
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self.file = WalFile(Path(directory) / FILE_NAME, SCHEMA, timeout_s)
         self._pruned_at = 0.0
-
-    def _transaction(self, work: Any) -> Any:
-        with self._lock:
-            if self._db is None:
-                self._db = open_wal(self.path, self.timeout_s, SCHEMA)
-            with immediate(self._db) as db:
-                return work(db)
 
     async def record(self, tenant: str, object_id: str, now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -73,7 +61,7 @@ class FileOwners:
                 self._pruned_at = now
                 db.execute("DELETE FROM owners WHERE made < ?", (now - RETAIN_S,))
 
-        await asyncio.to_thread(self._transaction, work)
+        await self.file.run(work)
 
     async def owner(self, object_id: str, now: float | None = None) -> str | None:
         now = time.time() if now is None else now
@@ -82,14 +70,11 @@ class FileOwners:
             return db.execute("SELECT tenant FROM owners WHERE object_id = ? AND made >= ?",
                               (object_id, now - RETAIN_S)).fetchone()
 
-        row = await asyncio.to_thread(self._transaction, work)
+        row = await self.file.run(work)
         return row[0] if row else None
 
     async def aclose(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        self.file.close()
 
 
 class RedisOwners:

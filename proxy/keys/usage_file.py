@@ -10,15 +10,13 @@ as `RedisUsage` does when Redis fails.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from ..sqlite_wal import immediate, open_wal
+from ..sqlite_wal import WalFile
 from .records import KeyRecord
 from .usage import NO_HOLD, Hold, LocalUsage, Refusal, _refusal, _windows, held
 
@@ -41,23 +39,14 @@ PRUNE_EVERY_S = 600.0  # minutes older than the last two and days older than the
 
 class FileUsage:
     def __init__(self, directory: str | Path, timeout_s: float = 2.0) -> None:
-        self.path = Path(directory) / FILE_NAME
-        self.timeout_s = timeout_s
+        self.file = WalFile(Path(directory) / FILE_NAME, SCHEMA, timeout_s)
+        self.path = self.file.path
         self.fallback = LocalUsage()
         self.down = False
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
         self._pruned_at = 0.0
 
-    def _transaction(self, work: Any) -> Any:
-        with self._lock:
-            if self._db is None:
-                self._db = open_wal(self.path, self.timeout_s, SCHEMA)
-            with immediate(self._db) as db:
-                return work(db)
-
     async def _run(self, work: Any) -> Any:
-        result = await asyncio.to_thread(self._transaction, work)
+        result = await self.file.run(work)
         if self.down:
             log.warning("client key usage: %s answers again", self.path)
         self.down = False
@@ -130,7 +119,4 @@ class FileUsage:
         db.execute("DELETE FROM key_days WHERE day < ?", (day - 2,))
 
     async def aclose(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        self.file.close()
