@@ -6,6 +6,7 @@ with the official SDK as the client; before, such a key was refused every refere
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import openai
 import pytest
@@ -45,6 +46,8 @@ def test_a_tenant_continues_and_reads_its_own_responses_and_no_other_tenants(key
     assert every.responses.retrieve(first.id).id == first.id  # the operator's key for every tenant reads any
     a.responses.delete(second.id)
     assert second.id not in fake.stored
+    unstored = a.responses.create(model="gpt-4o", input="Forget this.", store=False)  # nothing kept: nothing noted
+    assert refused(lambda: a.responses.retrieve(unstored.id)) == "shared_provider_state"
 
 
 def test_a_tenant_uses_the_conversations_it_made_and_no_other_tenants(keyed, fake):
@@ -76,7 +79,7 @@ def test_the_new_objects_id_is_read_across_chunks_and_only_from_a_success(tmp_pa
     owners = FileOwners(tmp_path)
 
     async def answer(status: int, chunks: list[bytes], tenant: str = "a") -> None:
-        watcher = NewObject(owners, tenant)
+        watcher = NewObject(owners, SimpleNamespace(tenant=tenant, stored=True))
         await watcher.see({"type": "http.response.start", "status": status})
         for n, chunk in enumerate(chunks):
             await watcher.see({"type": "http.response.body", "body": chunk, "more_body": n < len(chunks) - 1})

@@ -36,6 +36,7 @@ class Charge:
     tenant: str
     usage: dict[str, int] = field(default_factory=dict)  # the exchange's RequestNotes.usage (prompt/completion tokens)
     owners: Any = None  # which tenant made each stored provider object (owned.py); None: nothing is anyone's
+    stored: bool = True  # what this request makes is kept by the provider (False: the body says `store: false`)
 
     def check_model(self, model: str) -> None:
         if not self.record.may_use_model(model):
@@ -53,6 +54,8 @@ class Charge:
         kept there together, so a key for one tenant may refer only to those its tenant made through
         the proxy (owned.py; containers are not followed, so never)."""
         self.check_model(model)
+        if isinstance(body, dict) and body.get("store") is False:
+            self.stored = False  # nothing to note: a later reference to it would find nothing at the provider
         if ANY_TENANT in self.record.tenants or not isinstance(body, dict):
             return
         for name in STORED_REFERENCES:
@@ -126,7 +129,7 @@ class ClientKeys:
         charge = Charge(record, tenant, owners=self.gate.owners)
         scope = {**scope, "headers": kept, "state": {**(scope.get("state") or {}), CHARGE: charge}}
         charged = False
-        made = NewObject(self.gate.owners, tenant) if makes_object(scope) and self.gate.owners is not None else None
+        made = NewObject(self.gate.owners, charge) if makes_object(scope) and self.gate.owners is not None else None
 
         async def send_charged(message: Any) -> None:
             nonlocal charged
