@@ -1,4 +1,5 @@
-"""The proxy's small SQLite files (the dashboard's minutes, client key usage): opened the same way, and
+"""The proxy's small SQLite files (the dashboard's minutes, client key usage, who made which provider
+object): opened the same way, and
 written in short transactions that several processes on one storage path can share.
 
 WAL lets readers go on while one process writes; `synchronous=NORMAL` in WAL loses nothing committed
@@ -54,11 +55,18 @@ class WalFile:
         self._lock = threading.Lock()
 
     def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock, immediate(self._open()) as db:
+            return work(db)
+
+    def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` outside a write transaction (WAL readers do not wait for writers)."""
         with self._lock:
-            if self._db is None:
-                self._db = open_wal(self.path, self.timeout_s, self.schema)
-            with immediate(self._db) as db:
-                return work(db)
+            return work(self._open())
+
+    def _open(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = open_wal(self.path, self.timeout_s, self.schema)
+        return self._db
 
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`transaction`, off the event loop."""
@@ -69,3 +77,4 @@ class WalFile:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+

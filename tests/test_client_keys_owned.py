@@ -79,7 +79,7 @@ def test_the_new_objects_id_is_read_across_chunks_and_only_from_a_success(tmp_pa
     owners = FileOwners(tmp_path)
 
     async def answer(status: int, chunks: list[bytes], tenant: str = "a") -> None:
-        watcher = NewObject(owners, SimpleNamespace(tenant=tenant, stored=True))
+        watcher = NewObject(SimpleNamespace(owners=owners, tenant=tenant, stored=True))
         await watcher.see({"type": "http.response.start", "status": status})
         for n, chunk in enumerate(chunks):
             await watcher.see({"type": "http.response.body", "body": chunk, "more_body": n < len(chunks) - 1})

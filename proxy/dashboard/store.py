@@ -8,12 +8,11 @@ call it off the event loop.
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Iterable
 
-from ..sqlite_wal import immediate, open_wal
+from ..sqlite_wal import WalFile
 
 Key = tuple[str, str]  # (metric, label)
 Row = tuple[int, str, str, float]  # (bucket start minute, metric, label, value)
@@ -32,26 +31,21 @@ PRUNE_EVERY_S = 3600.0
 
 class MinuteStore:
     def __init__(self, path: Path, retention_days: float) -> None:
+        self.file = WalFile(path, (SCHEMA,), timeout_s=5.0)
         self.path = path
         self.retention_days = retention_days
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
         self._pruned_at = 0.0
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self._db = open_wal(self.path, 5.0, (SCHEMA,))
-        return self._db
 
     def add(self, counts: dict[tuple[int, str, str], float]) -> None:
         """Add {(minute, metric, label): value} to the table, in one transaction."""
         if not counts:
             return
-        with self._lock:
-            db = self._conn()
-            with immediate(db):
-                db.executemany(UPSERT, [(m, metric, label, v) for (m, metric, label), v in counts.items()])
+
+        def work(db: sqlite3.Connection) -> None:
+            db.executemany(UPSERT, [(m, metric, label, v) for (m, metric, label), v in counts.items()])
             self._prune(db)
+
+        self.file.transaction(work)
 
     def _prune(self, db: sqlite3.Connection) -> None:
         now = time.time()
@@ -63,15 +57,10 @@ class MinuteStore:
 
     def rows(self, since_minute: int, step_minutes: int) -> Iterable[Row]:
         """Sums per bucket of `step_minutes` (the bucket's first minute), metric and label, since `since_minute`."""
-        with self._lock:
-            db = self._conn()
-            return db.execute(
-                "SELECT minute - ((minute - ?) % ?), metric, label, SUM(value) FROM dashboard_minutes "
-                "WHERE minute >= ? GROUP BY 1, 2, 3", (since_minute, step_minutes, since_minute),
-            ).fetchall()
+        return self.file.read(lambda db: db.execute(
+            "SELECT minute - ((minute - ?) % ?), metric, label, SUM(value) FROM dashboard_minutes "
+            "WHERE minute >= ? GROUP BY 1, 2, 3", (since_minute, step_minutes, since_minute),
+        ).fetchall())
 
     def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        self.file.close()

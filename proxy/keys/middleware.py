@@ -129,7 +129,7 @@ class ClientKeys:
         charge = Charge(record, tenant, owners=self.gate.owners)
         scope = {**scope, "headers": kept, "state": {**(scope.get("state") or {}), CHARGE: charge}}
         charged = False
-        made = NewObject(self.gate.owners, charge) if makes_object(scope) and self.gate.owners is not None else None
+        made = NewObject(charge) if makes_object(scope) and charge.owners is not None else None
 
         async def send_charged(message: Any) -> None:
             nonlocal charged

@@ -114,8 +114,8 @@ class NewObject:
     tenant before the chunk that carries it reaches the client (so the client's next request,
     which may refer to it at once, finds it noted)."""
 
-    def __init__(self, owners: Any, charge: Any) -> None:
-        self.owners, self.charge = owners, charge  # the request's Charge: its tenant, and whether it stores
+    def __init__(self, charge: Any) -> None:
+        self.charge = charge  # the request's Charge: its tenant, its registry (`owners`), and whether it stores
         self.head = b""
         self.watching = True
 
@@ -136,6 +136,6 @@ class NewObject:
         if found is not None:
             object_id = json.loads(b'"' + found.group(1) + b'"')
             try:
-                await self.owners.record(self.charge.tenant, object_id)
+                await self.charge.owners.record(self.charge.tenant, object_id)
             except Exception as exc:
                 log.warning("provider objects: %s not noted for its tenant (%s: %s)", object_id, type(exc).__name__, exc)
