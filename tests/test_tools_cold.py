@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ctxwarden.policies.tools.policy import _toolset_key
+from ctxwarden.policies.tools.selection import toolset_key
 from tests.test_tools_policy import actions, exchange, policy, user
 from tests.tools_fixtures import all_tools, names
 
@@ -34,7 +34,7 @@ async def test_past_the_budget_the_request_goes_whole_and_the_next_one_is_ranked
 async def test_while_the_background_embeds_a_request_waits_for_it_no_longer_than_its_budget(tmp_path):
     p = policy(tmp_path, budget_ms=300)
     tools = all_tools()
-    key = (_toolset_key(tools), "")
+    key = (toolset_key(tools), "")
     p._warming[key] = threading.Event()  # as if a background thread were embedding this tool set
     ex = exchange(user("Play some jazz music."), tools)
     start = time.monotonic()

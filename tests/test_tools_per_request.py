@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from ctxwarden.policies.tools.policy import _toolset_key
+from ctxwarden.policies.tools.selection import toolset_key
 from ctxwarden.policies.tools.query import QueryPart, part_terms, weighted_terms
 from ctxwarden.policies.tools.servers import NO_SERVER, in_use, server_groups, server_mask, sibling_boost
 from ctxwarden.policies.tools.text import terms
@@ -49,11 +49,18 @@ def test_a_parts_terms_are_split_once_and_weigh_as_before():
 def test_the_toolset_key_tells_lists_apart_and_equal_lists_alike():
     tools = json.loads(json.dumps(all_tools()))
     again = json.loads(json.dumps(all_tools()))
-    assert _toolset_key(tools) == _toolset_key(again)
+    assert toolset_key(tools) == toolset_key(again)
     again[3]["function"]["description"] += " "
-    assert _toolset_key(tools) != _toolset_key(again)
-    assert _toolset_key(tools) != _toolset_key(tools[:-1])
-    assert _toolset_key(tools) != _toolset_key([*tools[1:], tools[0]])
+    assert toolset_key(tools) != toolset_key(again)
+    assert toolset_key(tools) != toolset_key(tools[:-1])
+    assert toolset_key(tools) != toolset_key([*tools[1:], tools[0]])
+    # JSON's types stay apart, and what orjson cannot write (an int past 64 bits, a value not from
+    # JSON) is still keyed, by marshal then pickle
+    bounded = [{"type": "function", "function": {"name": "f", "parameters": {"maximum": value}}}
+               for value in (1, 1.0, True, 2**70, 2**70 + 1)]
+    keys = [toolset_key([tool]) for tool in bounded] + [toolset_key([{"f": object()}])]
+    assert len(set(keys[:5])) == 5 and keys[3] == toolset_key(json.loads(json.dumps([bounded[3]])))
+    assert keys[5] != keys[0]
 
 
 def _naive_popularity(stats: UsageStats, tenant: str, names: list[str | None]) -> np.ndarray:

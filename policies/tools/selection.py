@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import marshal
+import pickle
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+import orjson
 
 from ..cache import stable_hash
-from ..messages import Message, content_text, last_user_index
+from ..messages import Message, Tool, content_text, last_user_index
 from .catalog import CatalogReport
 from .loadout import ListChange
 from .ranking import ToolSetIndex
@@ -19,6 +22,19 @@ def request_key(messages: Sequence[Message]) -> str:
     """What the user asked, as a key: unchanged while the agent loops through tool calls."""
     i = last_user_index(messages)
     return stable_hash(content_text(messages[i]) if i >= 0 else "")
+
+
+def toolset_key(tools: list[Tool]) -> str:
+    """A key equal for equal lists, on every request: orjson writes 525 tools in ~0.13 ms (marshal ~0.4,
+    json ~2), else (an int past 64 bits, a value not from JSON) marshal, then pickle; keyed SipHash."""
+    try:
+        raw = orjson.dumps(tools)
+    except TypeError:  # orjson.JSONEncodeError is one
+        try:
+            raw = b"m" + marshal.dumps(tools, 2)  # version 2 writes no back-references, which follow refcounts
+        except ValueError:
+            raw = b"p" + pickle.dumps(tools, protocol=5)
+    return f"{hash(raw) & 0xFFFFFFFFFFFFFFFF:016x}:{len(raw):x}"
 
 
 def called_tool_names(messages: Sequence[Message]) -> set[str]:
