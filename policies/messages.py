@@ -9,14 +9,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 Message = dict[str, Any]
 Tool = dict[str, Any]
+WHOLE_TOOL_LIST = 16  # tool definitions from which a list is counted whole (text/tokens.py: count_tools)
 
 
 def content_text(message: Message) -> str:
-    """The text of a message: string content, or the text parts of list-form content.
-
-    Non-text parts (images, audio, files) are represented by a short marker so that nothing is
-    silently lost from summaries and checks.
-    """
+    """The text of a message: string content, or the text parts of list-form content. Non-text parts
+    (images, audio, files) are represented by a short marker: nothing is silently lost from summaries and checks."""
     content = message.get("content")
     if content is None:
         return ""
@@ -52,8 +50,7 @@ def group_exchanges(messages: Sequence[Message], start: int = 0) -> list[list[in
     An assistant message with tool_calls and the tool messages answering it form one unit (so do
     a legacy `function_call` and the `function` message after it); every other message is a unit
     of its own. Trimming and summarizing by units keeps every tool-call pair intact
-    (docs/ARCHITECTURE.md, invariant 1). From `start` (where a unit starts): the units from there.
-    """
+    (docs/ARCHITECTURE.md, invariant 1). From `start` (where a unit starts): the units from there."""
     roles = carried_values("role", messages, role_of) or [m.get("role") for m in messages]
     units: list[list[int]] = []
     n = len(messages)
@@ -346,8 +343,10 @@ def message_token_list(counter: Any, messages: Sequence[Message], model: str) ->
 
 
 def tools_tokens(counter: Any, tools: Sequence[Any] | None, model: str) -> int:
-    """`counter.count_tools(tools, model)`, each definition counted once per request (`remembered`):
-    the budget, the planner and the archive count the same tools, each a JSON encoding."""
+    """`counter.count_tools`: a long list whole (its count kept across requests), a short one per tool,
+    once per request (`remembered`: the budget, the planner and the archive count the same tools)."""
+    if len(tools or ()) >= WHOLE_TOOL_LIST:
+        return int(counter.count_tools(tools, model))
     return sum(remembered(("tool_tokens", id(counter), model), t, lambda t: counter.count_tools([t], model))
                for t in tools or ())
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ctxwarden.policies.base import Exchange, Reject, Services
 from ctxwarden.policies.budget import BudgetConfig, BudgetPolicy
+from ctxwarden.policies.messages import tools_tokens
 from ctxwarden.policies.text.tokens import TiktokenCounter, encoding_name_for
 
 
@@ -68,6 +71,20 @@ def test_tools_are_counted(tokens):
     tool = {"type": "function", "function": {"name": "search_flights", "description": "Search flights between two cities"}}
     assert tokens.count_tools([tool, tool], "gpt-4o") == 2 * tokens.count_tools([tool], "gpt-4o") > 10
     assert tokens.count_tools(None, "gpt-4o") == 0
+
+
+def test_a_long_tool_list_is_counted_once_per_content_and_the_same_as_tool_by_tool(tokens, monkeypatch):
+    catalog = [{"type": "function", "function": {"name": f"tool_{i}", "description": f"Tool number {i} of a catalog",
+                                                  "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+               for i in range(40)]
+    by_tool = sum(tokens.count_tools([t], "gpt-4o") for t in catalog)
+    assert tools_tokens(tokens, catalog, "gpt-4o") == tokens.count_tools(catalog, "gpt-4o") == by_tool
+    read: list = []
+    monkeypatch.setattr(tokens, "count_message", lambda m, model: read.append(m) or 1)
+    assert tokens.count_tools(json.loads(json.dumps(catalog)), "gpt-4o") == by_tool  # an equal list, parsed anew
+    assert read == []
+    catalog[7]["function"]["description"] += " and more"  # one definition edited: the list is counted again
+    assert tokens.count_tools(catalog, "gpt-4o") == len(catalog) and len(read) == len(catalog)
 
 
 def _exchange(words: int, window: int) -> Exchange:

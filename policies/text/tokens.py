@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from ..cache import LRU, parts_hash, stable_hash
-from ..messages import Message, Tool, content_text
+from ..cache import LRU, content_key, parts_hash, stable_hash
+from ..messages import WHOLE_TOOL_LIST, Message, Tool, content_text
 from .calls import call_parts
 
 # OpenAI's chat format: every message costs a few tokens of framing, and the reply is primed.
@@ -145,4 +145,17 @@ class TiktokenCounter:
     def count_tools(self, tools: Sequence[Tool] | None, model: str) -> int:
         if not tools:
             return 0
+        if len(tools) < WHOLE_TOOL_LIST:
+            return self._each_tool(tools, model)
+        # An agent sends the same long catalog on every request: counted once per list (by content_key,
+        # ~0.13 ms for 525 tools), not once per definition (a JSON encoding and a hash each: 4.4 ms)
+        name, _ = self._encoding(model)
+        key = (name, "tools:" + content_key(tools))
+        hit = self._texts.get(key)
+        if hit is None:
+            hit = self._each_tool(tools, model)
+            self._texts.put(key, hit)
+        return hit
+
+    def _each_tool(self, tools: Sequence[Tool], model: str) -> int:
         return sum(self.count_message({"role": "tool_definition", "content": json.dumps(t)}, model) for t in tools)

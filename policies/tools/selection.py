@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import marshal
-import pickle
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-import orjson
 
-from ..cache import stable_hash
+from ..cache import content_key, stable_hash
 from ..messages import Message, Tool, content_text, last_user_index
 from .catalog import CatalogReport
 from .loadout import ListChange
@@ -25,16 +22,8 @@ def request_key(messages: Sequence[Message]) -> str:
 
 
 def toolset_key(tools: list[Tool]) -> str:
-    """A key equal for equal lists, on every request: orjson writes 525 tools in ~0.13 ms (marshal ~0.4,
-    json ~2), else (an int past 64 bits, a value not from JSON) marshal, then pickle; keyed SipHash."""
-    try:
-        raw = orjson.dumps(tools)
-    except TypeError:  # orjson.JSONEncodeError is one
-        try:
-            raw = b"m" + marshal.dumps(tools, 2)  # version 2 writes no back-references, which follow refcounts
-        except ValueError:
-            raw = b"p" + pickle.dumps(tools, protocol=5)
-    return f"{hash(raw) & 0xFFFFFFFFFFFFFFFF:016x}:{len(raw):x}"
+    """A key equal for equal tool lists (content_key: made on every request, ~0.13 ms for 525 tools)."""
+    return content_key(tools)
 
 
 def called_tool_names(messages: Sequence[Message]) -> set[str]:
