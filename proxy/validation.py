@@ -5,6 +5,13 @@ Infinity, no integer longer than Python converts, at most MAX_DEPTH levels of ne
 UTF-16 surrogate in any string or key) and have the chat shape policies rely on. The checks that
 read the whole body stay cheap: one walk over its containers for the depth, and the surrogate walk
 only when the raw bytes hold a `\\uD800`–`\\uDFFF` style escape.
+
+The parse itself is orjson's (~4x json's: a 340 KB body with a 525-tool catalog, 1.5 ms against
+5.8 ms with the checks, on the event loop of every request). orjson refuses what this module refuses
+(NaN, Infinity, a number past a double, a lone surrogate: no surrogate walk then), but reads an
+integer past 64 bits as a float, which would change the body: a body orjson refuses, or in which it
+read a float holding a whole number of 2**63 or more, is read again by Python's json, whose reading
+(and error message) is the exact one.
 """
 
 from __future__ import annotations
@@ -15,11 +22,14 @@ import re
 import sys
 from typing import Any
 
+import orjson
+
 from .errors import ProxyError, invalid
 
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 MAX_DEPTH = 128  # arrays and objects nested deeper than this are refused (the policies recurse over bodies)
+WIDE_FLOAT = 2.0**63  # a whole-number float from here on may be an integer literal orjson could not hold
 _BOM = b"\xef\xbb\xbf"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may start a lone surrogate (strict UTF-8 has none)
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -45,23 +55,20 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 def parse_json_body(raw: bytes, needs: str = "`model` and `messages`") -> dict[str, Any]:
     if not raw.strip():
         raise invalid(f"The request body is empty; send a JSON object with {needs}.")
+    data = raw[3:] if raw.startswith(_BOM) else raw
     try:
-        text = (raw[3:] if raw.startswith(_BOM) else raw).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise invalid(f"The request body is not UTF-8 encoded JSON (invalid byte at offset {exc.start}).")
-    try:
-        body = _DECODER.decode(text)
-    except json.JSONDecodeError as exc:
-        raise invalid(f"The request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.")
-    except RecursionError:
-        raise too_deep()
-    except ValueError:  # the only other one: an integer literal past sys.get_int_max_str_digits()
-        raise invalid(f"The request body has an integer with more than {sys.get_int_max_str_digits()} digits.")
+        body, exact = orjson.loads(data), False
+    except orjson.JSONDecodeError:
+        body, exact = _exact_parse(data), True
     if not isinstance(body, dict):
         raise invalid(f"The request body must be a JSON object, not {_kind(body)}.")
-    if _deeper_than(body, MAX_DEPTH):
+    deep, wide = _scan(body, MAX_DEPTH)
+    if wide and not exact:  # maybe an integer past 64 bits that orjson read as a float (module docstring)
+        body, exact = _exact_parse(data), True
+        deep, _ = _scan(body, MAX_DEPTH)
+    if deep:
         raise too_deep()
-    if _SURROGATE_ESCAPE.search(raw):
+    if exact and _SURROGATE_ESCAPE.search(data):  # orjson refuses lone surrogates: a body it read has none
         where = _lone_surrogate(body, "")
         if where is not None:
             raise invalid(f"{where} contains a lone UTF-16 surrogate escape (\\ud800-\\udfff): "
@@ -69,23 +76,43 @@ def parse_json_body(raw: bytes, needs: str = "`model` and `messages`") -> dict[s
     return body
 
 
+def _exact_parse(data: bytes) -> Any:
+    """Python's json reading, with the error this module names for each way a body is not JSON."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid(f"The request body is not UTF-8 encoded JSON (invalid byte at offset {exc.start}).")
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise invalid(f"The request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.")
+    except RecursionError:
+        raise too_deep()
+    except ValueError:  # the only other one: an integer literal past sys.get_int_max_str_digits()
+        raise invalid(f"The request body has an integer with more than {sys.get_int_max_str_digits()} digits.")
+
+
 def too_deep() -> ProxyError:
     return invalid(f"The request body nests arrays and objects more than {MAX_DEPTH} levels deep.")
 
 
-def _deeper_than(body: Any, limit: int) -> bool:
-    """Whether containers nest more than `limit` levels: one pass, level by level, over containers."""
-    level, depth = [body], 1
+def _scan(body: Any, limit: int) -> tuple[bool, bool]:
+    """(containers nest more than `limit` levels, a float holds a whole number of 2**63 or more): one
+    pass, level by level, over containers."""
+    level, depth, wide = [body], 1, False
     while level:
         if depth > limit:
-            return True
+            return True, wide
         deeper = []
         for node in level:
             for child in node.values() if type(node) is dict else node:
-                if type(child) is dict or type(child) is list:
+                kind = type(child)
+                if kind is dict or kind is list:
                     deeper.append(child)
+                elif kind is float and not wide:
+                    wide = abs(child) >= WIDE_FLOAT and child.is_integer()
         level, depth = deeper, depth + 1
-    return False
+    return False, wide
 
 
 def _lone_surrogate(node: Any, where: str) -> str | None:
