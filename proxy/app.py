@@ -19,7 +19,8 @@ from starlette.routing import Route
 from ctxwarden.policies.cache import set_cache_budget
 
 from .admin import admin_routes, require_admin
-from .chat import ChatHandler, read_body, relay_error, relay_headers
+from .chat import ChatHandler, read_body
+from .upstream_answer import relay_error, relay_headers
 from .config import Settings
 from .dashboard import Dashboard
 from .errors import ProxyError, error_body

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -17,23 +16,23 @@ from ctxwarden.policies.base import HEAVY_BODY_BYTES, Answer, Block, Exchange, R
 from ctxwarden.policies.messages import content_text
 
 from .answers import BLOCKED_MARK, COUNTED_PROMPT, completion_chunks, completion_object, disconnected
-from .errors import ProxyError, error_body
+from .errors import ProxyError
 from .genai import UpstreamCall, fail_span, model_of, provider_name, server_span, usage_of
 from .models import ModelInfo, uses_litellm
 from .pipeline import Pipeline
 from .prefix_watch import PrefixWatch
-from .proxy_tools import ProxyToolRounds
+from .chat_rounds import chat_rounds
+from .upstream_answer import UpstreamJSON, encode_json, relay_error, relay_headers
 from .keys.middleware import charge_of
 from .streaming.relay import StreamRelay
 from .telemetry import Telemetry
 from .session_ids import session_of  # noqa: F401 (tests and handlers import it from here)
 from .tenants import TenantError, check_tenant
-from .upstream.client import DROP_RESPONSE, Upstream, check_answer_bytes, completion_json
+from .upstream.client import Upstream, check_answer_bytes, completion_json
 from .validation import body_too_large, check_chat_body, parse_json_body
 
 log = logging.getLogger("ctxwarden.chat")
 
-RELAYED_UPSTREAM_HEADERS = ("x-request-id", "openai-processing-ms", "openai-version", "retry-after", "retry-after-ms")
 
 
 async def read_body(request: Request, limit_mb: float) -> bytes:
@@ -272,28 +271,6 @@ class ChatHandler:
         if state != "new":
             self.metrics.add("ctxwarden.prefix_stable", 1, stable=str(state == "extends").lower(), model=ex.model)
 
-    def _proxy_tool_rounds(self, ex: Exchange, stream: bool) -> ProxyToolRounds:
-        async def ask_again(body: dict[str, Any]) -> httpx.Response:
-            if uses_litellm(ex.model):  # the next round goes where the first went
-                from .upstream.providers import litellm_response
-
-                return await litellm_response(body, stream)
-            # A plain round is a call of its own (span, metrics, key's charge); the relay sums a streamed one's
-            call = None if stream else UpstreamCall(self.telemetry, ex.model, provider_name(ex.model, False), self.upstream.base_url,
-                                                    tally=ex.notes.usage)
-            result = await self.upstream.send("POST", "chat/completions", encode_json(body), ex.notes.upstream_headers, stream=stream)
-            response = result.response
-            if response.status_code >= 400:
-                if call is not None:
-                    call.finish(response.status_code)
-                raise await round_error(response)
-            if call is not None:
-                data = completion_json(response)
-                call.finish(response.status_code, data.get("usage"), data.get("model"))
-            return response
-
-        return ProxyToolRounds(ex, self.max_rounds, ask_again)
-
     async def _complete(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
         if not ex.proxy_tools and not self.pipeline.reads_answer(ex):
             check_answer_bytes(response)
@@ -307,7 +284,7 @@ class ChatHandler:
             raise
         call.finish(response.status_code, data.get("usage"), data.get("model"))
         if ex.proxy_tools:
-            data = await self._proxy_tool_rounds(ex, stream=False).settle(data)
+            data = await chat_rounds(self, ex, stream=False).settle(data)
         blocked: list[int] = []  # the choices whose answer the notice replaced
         for choice in data.get("choices") or []:
             msg = choice.get("message")
@@ -328,8 +305,11 @@ class ChatHandler:
         return UpstreamJSON(data, status_code=response.status_code, headers=relay_headers(response))
 
     def _stream(self, ex: Exchange, response: httpx.Response, call: UpstreamCall) -> Response:
-        async def finished(outcome: str) -> None:
-            call.finish(response.status_code, relay.usage or usage_of(relay.tail), model_of(relay.tail),
+        rounds = chat_rounds(self, ex, stream=True, first=(call, response.status_code)) if ex.proxy_tools else None
+
+        async def finished(outcome: str) -> None:  # the last round's call (each earlier one ended with its round)
+            last, status = rounds.in_flight if rounds else (call, response.status_code)
+            last.finish(status, relay.round_usage or usage_of(relay.tail), model_of(relay.tail),
                         error="upstream_stream_cut" if outcome == "cut" else None)
             await self.pipeline.complete(ex, outcome)
 
@@ -338,63 +318,10 @@ class ChatHandler:
             ex,
             validate=validate,
             releasable=self.pipeline.stream_releasable if validate else None,
-            tools=self._proxy_tool_rounds(ex, stream=True) if ex.proxy_tools else None,
+            tools=rounds,
             on_finish=finished,
         )
         body = relay.relay(response) if (validate or ex.proxy_tools) else relay.passthrough(response)
         headers = relay_headers(response)
         headers["cache-control"] = "no-cache"
         return StreamingResponse(body, status_code=response.status_code, headers=headers, media_type="text/event-stream")
-
-
-def encode_json(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def relay_headers(response: httpx.Response) -> dict[str, str]:
-    return {k: v for k, v in response.headers.items() if k.lower() not in DROP_RESPONSE and not k.lower().startswith("x-ctxwarden-")}
-
-
-class UpstreamJSON(JSONResponse):
-    """JSON the upstream wrote: a lone surrogate escape in it (valid JSON, not valid UTF-8) is
-    relayed as the same \\u escape instead of failing to encode."""
-
-    def render(self, content: Any) -> bytes:
-        try:
-            return super().render(content)
-        except UnicodeEncodeError:
-            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
-
-
-async def relay_error(response: httpx.Response) -> Response:
-    """The upstream's error with its status; a body that is not OpenAI-shaped gets wrapped."""
-    data, headers = await upstream_error(response)
-    return UpstreamJSON(data, status_code=response.status_code, headers=headers)
-
-
-async def round_error(response: httpx.Response) -> ProxyError:
-    """An upstream error in a later round of the proxy's tool rounds, relayed as the first round's
-    would be: its status, its body and its retry-after."""
-    data, headers = await upstream_error(response)
-    detail = data["error"]
-    return ProxyError(response.status_code, detail.get("code") or "upstream_error", detail.get("message") or "upstream error",
-                      headers=headers, relayed=data)
-
-
-async def upstream_error(response: httpx.Response) -> tuple[dict[str, Any], dict[str, str]]:
-    """The upstream error's OpenAI-shaped body and the headers worth relaying with it."""
-    try:
-        content = await response.aread()
-    except httpx.HTTPError as exc:  # a cut or undecodable error body: the status still says what happened
-        content = f"(the body could not be read: {type(exc).__name__})".encode()
-    finally:
-        await response.aclose()
-    headers = {k: v for k, v in response.headers.items() if k.lower() in RELAYED_UPSTREAM_HEADERS or k.lower().startswith("x-ratelimit")}
-    try:
-        data = json.loads(content)
-    except ValueError:
-        data = None
-    if not (isinstance(data, dict) and isinstance(data.get("error"), dict)):
-        text = content.decode("utf-8", errors="replace").strip()[:500] or response.reason_phrase
-        data = error_body(f"The upstream answered {response.status_code}: {text}", "upstream_error", response.status_code)
-    return data, headers

@@ -30,7 +30,8 @@ from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 from ctxwarden.policies.messages import content_text
 
 from .answers import BLOCKED_MARK
-from .chat import ChatHandler, encode_json, relay_headers, upstream_error
+from .chat import ChatHandler
+from .upstream_answer import encode_json, relay_headers, upstream_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, provider_name, usage_of
 from .keys.middleware import charge_of

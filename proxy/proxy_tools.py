@@ -38,6 +38,8 @@ class ProxyToolRounds:
         self.ex = ex
         self.limit = default_limit if ex.notes.proxy_tool_rounds is None else ex.notes.proxy_tool_rounds
         self.rounds = 0
+        # A streamed round's upstream call and its status (chat_rounds.py), ended with the round (end_round)
+        self.in_flight: tuple[Any, int] | None = None
         self._ask_again = ask_again
 
     def split(self, calls: Calls) -> tuple[Calls, Calls]:
@@ -65,6 +67,12 @@ class ProxyToolRounds:
                 result = f"error: {tool.name} failed ({type(exc).__name__})"
             answers.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         return answers
+
+    def end_round(self, usage: dict[str, Any] | None, model: Any) -> None:
+        """A streamed round is over: its call ends with the usage it reported and the model it named."""
+        if self.in_flight is not None:
+            call, status = self.in_flight
+            call.finish(status, usage or None, model)
 
     async def continue_with(self, assistant: dict[str, Any], proxy_calls: Calls) -> httpx.Response:
         """Answer the calls, add the assistant turn and the answers, and ask the upstream again."""

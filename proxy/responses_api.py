@@ -29,7 +29,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ctxwarden.policies.base import Answer, Block, Exchange, Reject, Respond
 
 from .answers import BLOCKED_MARK
-from .chat import ChatHandler, UpstreamJSON, encode_json, relay_error, relay_headers, round_error
+from .chat import ChatHandler
+from .upstream_answer import UpstreamJSON, encode_json, relay_error, relay_headers, round_error
 from .errors import ProxyError
 from .genai import UpstreamCall, chat_usage, model_of, usage_of
 from .proxy_tools import ProxyToolRounds, add_usage

@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 
 from ctxwarden.policies.base import Exchange
 
-from .chat import relay_headers
+from .upstream_answer import relay_headers
 from .genai import UpstreamCall
 from .pipeline import Pipeline
 from .streaming.gate import TextGate

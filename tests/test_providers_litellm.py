@@ -70,6 +70,7 @@ async def test_a_proxy_tool_round_goes_to_the_same_provider_as_the_first(monkeyp
     through litellm again, not to the OpenAI-compatible upstream."""
     from ctxwarden.policies.base import Exchange
     from ctxwarden.proxy import chat as chat_module
+    from ctxwarden.proxy.chat_rounds import chat_rounds
     from ctxwarden.proxy.upstream import providers
 
     sent: list[tuple[dict, bool]] = []
@@ -87,7 +88,7 @@ async def test_a_proxy_tool_round_goes_to_the_same_provider_as_the_first(monkeyp
     handler.upstream, handler.max_rounds = NoOpenAIUpstream(), 3
     ex = Exchange("r1", "anthropic/claude-3-5-sonnet-20240620", [{"role": "user", "content": "hi"}], None,
                   {"model": "anthropic/claude-3-5-sonnet-20240620", "messages": []})
-    rounds = handler._proxy_tool_rounds(ex, stream=False)
+    rounds = chat_rounds(handler, ex, stream=False)
     response = await rounds.continue_with({"role": "assistant", "content": "looking it up"}, [])
     assert response.json()["choices"][0]["message"]["content"] == "ok"
     assert sent and sent[0][0]["model"] == "anthropic/claude-3-5-sonnet-20240620" and sent[0][1] is False

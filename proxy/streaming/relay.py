@@ -28,6 +28,7 @@ from ctxwarden.policies.text.sentences import piece_end
 
 from ..answers import BLOCKED_MARK, estimated_usage
 from ..errors import ProxyError
+from ..genai import model_of
 from ..proxy_tools import Calls, ProxyToolRounds
 from . import sse
 from .rounds import OneStream
@@ -62,14 +63,8 @@ class _Held:
 
 
 class StreamRelay:
-    def __init__(
-        self,
-        ex: Exchange,
-        validate: Validate | None,
-        releasable: Releasable | None = None,
-        tools: ProxyToolRounds | None = None,
-        on_finish: Callable[[str], Awaitable[None]] | None = None,
-    ) -> None:
+    def __init__(self, ex: Exchange, validate: Validate | None, releasable: Releasable | None = None,
+                 tools: ProxyToolRounds | None = None, on_finish: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.ex = ex
         self.validate = validate
         self.releasable = releasable  # None: every sentence is held until it is judged
@@ -78,7 +73,8 @@ class StreamRelay:
         self.choices: dict[int, _ChoiceText] = {}
         self.held: list[_Held] = []
         self.template: dict[str, Any] = {}
-        self.usage: dict[str, int] = {}
+        self.usage: dict[str, int] = {}  # summed over the proxy-tool rounds: the client sees one answer
+        self.round_usage: dict[str, int] = {}  # the round in flight's: its own call's (chat_rounds.py)
         self.outcome = "ok"
         self.ended = False  # the stream is over for the client (cut, broken, or every choice blocked)
         n = ex.body.get("n")
@@ -158,6 +154,8 @@ class StreamRelay:
                 proxy_calls, client_calls = self.tools.split(calls) if self.tools else ([], calls)
                 if self.tools and self.tools.may_continue(proxy_calls, client_calls):
                     assistant = {"role": "assistant", "content": None, "tool_calls": calls}
+                    self.tools.end_round(self.round_usage, model_of(self.tail))
+                    self.round_usage = {}
                     response = await self.tools.continue_with(assistant, proxy_calls)
                     self.held = [h for h in self.held if not h.tool_delta]  # drop the answered tool-call deltas
                     self.one_stream.next_round()
@@ -286,11 +284,12 @@ class StreamRelay:
         return ends, has_tool_delta, is_finish
 
     def _add_usage(self, usage: dict[str, Any]) -> None:
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            if isinstance(usage.get(key), int):
-                self.usage[key] = self.usage.get(key, 0) + usage[key]
-        for key, value in usage.items():
-            self.usage.setdefault(key, value)
+        for total in (self.usage, self.round_usage):
+            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                if isinstance(usage.get(key), int):
+                    total[key] = total.get(key, 0) + usage[key]
+            for key, value in usage.items():
+                total.setdefault(key, value)
 
     async def _validate_pending(self, final: bool) -> list[bytes]:
         """Validate every complete sentence not yet validated (all remaining text when final)."""
@@ -357,7 +356,8 @@ class StreamRelay:
         self.ended = True
         self.held.clear()
         if not self.usage:  # the upstream's comes last: the proxy's estimate, marked as such
-            self.usage = estimated_usage(self.ex, "".join(state.text for state in self.choices.values()))
+            said = "".join(state.text for state in self.choices.values())
+            self.usage = self.round_usage = estimated_usage(self.ex, said)
         if self.usage and not self.strip_usage:
             out.append(sse.encode({**self.template, "object": "chat.completion.chunk", "choices": [], "usage": self.usage}))
         out.append(sse.DONE)
