@@ -37,6 +37,7 @@ from ctxwarden.policies.messages import content_text
 
 from .wire.anthropic_stream import message_events
 from .wire.responses import output_message
+from .fake_stored import stored_routes
 from .wire.responses_stream import encode_event, response_events
 
 
@@ -54,7 +55,8 @@ class FakeUpstream:
     received: list[Received] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # raw request targets (path?query), as they arrived
     counter: int = 0
-    stored: dict[str, Any] = field(default_factory=dict)  # Responses (store: true) and conversations, by id
+    stored: dict[str, Any] = field(default_factory=dict)  # Responses (store: true), conversations, files, … by id
+    contents: dict[str, bytes] = field(default_factory=dict)  # a stored file's bytes (fake_stored.py)
 
     def reply(self, **entry: Any) -> "FakeUpstream":
         self.script.append(entry)
@@ -90,6 +92,7 @@ class FakeUpstream:
             Route("/v1/messages/{path:path}", self._not_found, methods=["GET", "POST", "DELETE"]),  # recorded
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+            *stored_routes(self),
             Route("/_script", self._set_script, methods=["POST"]),
             Route("/_received", self._get_received, methods=["GET"]),
             Route("/_reset", self._reset, methods=["POST"]),

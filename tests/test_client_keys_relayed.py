@@ -69,14 +69,16 @@ def test_a_batch_is_refused_to_a_key_with_limits_and_relayed_for_one_without(key
 
 STORED = [("GET", "/v1/responses/resp_a1", None), ("GET", "/v1/responses/resp_a1/input_items", None),
           ("GET", "/v1/chat/completions", None), ("GET", "/v1/files", None), ("GET", "/v1/files/file-a1/content", None),
-          ("DELETE", "/v1/files/file-a1", None), ("GET", "/v1/batches", None), ("POST", "/v1/vector_stores", {"name": "x"}),
+          ("DELETE", "/v1/files/file-a1", None), ("GET", "/v1/batches", None), ("GET", "/v1/vector_stores", None),
+          ("POST", "/v1/vector_stores", {"name": "x", "file_ids": ["file-a1"]}),  # a file its tenant did not make
+          ("POST", "/v1/batches", {"input_file_id": "file-a1", "endpoint": "/v1/chat/completions", "completion_window": "24h"}),
           ("POST", "/v1/responses", {"model": "gpt-4o", "input": "go on", "previous_response_id": "resp_a1"}),
           ("POST", "/v1/responses", {"model": "gpt-4o", "input": "go on", "conversation": "conv_a1"})]
 
 
 def test_what_the_provider_stores_is_closed_to_a_key_for_one_tenant(keyed, fake):
     """One provider key for every tenant: the provider keeps every tenant's stored objects together,
-    so a key bound to one tenant reaches only the routes that store nothing there."""
+    so a key bound to one tenant reaches only the routes that store nothing there and what its tenant made."""
     proxy = keyed()
     one, _ = make_key(proxy, tenant="b")
     every, _ = make_key(proxy, tenant="ops", tenants=["*"])

@@ -21,7 +21,7 @@ from ..answers import COUNTED_PROMPT
 from ..errors import ProxyError
 from ..wire.anthropic import error_body as anthropic_error_body
 from .gate import KeyGate, guarded
-from .owned import CREATES, NewObject, owned_by, referenced_id
+from .owned import CREATES, READS_BATCH, BatchFiles, NewObject, body_references, owned_by, referenced_id
 from .records import ANY_TENANT, KeyRecord
 
 CHARGE = "ctxwarden.client_key"  # the scope["state"] entry handlers read
@@ -63,15 +63,29 @@ class Charge:
                 continue
             object_id = referenced_id(body[name]) if name != "container" else None
             if object_id is None or not await self.owns(object_id):
-                raise ProxyError(403, "shared_provider_state",
-                                 f"`{name}` refers to something the provider stores under the proxy's one provider key, "
-                                 "which every tenant shares, and this key's tenant did not make it through the proxy "
-                                 "(send the whole conversation instead, or use a key for every tenant).", param=name)
+                raise not_its_own(name)
+        await self.check_references(body)
+
+    async def check_references(self, body: Any) -> None:
+        """Each stored file and vector store the body names (a content part's `file_id`, file_search's
+        `vector_store_ids`, a batch's `input_file_id`, …) must be one this key's tenant made."""
+        if ANY_TENANT in self.record.tenants or not isinstance(body, (dict, list)):
+            return
+        for name, object_id in body_references(body):
+            if not await self.owns(object_id):
+                raise not_its_own(name)
 
     @property
     def tokens(self) -> int:
         reported = self.usage.get("prompt_tokens", 0) + self.usage.get("completion_tokens", 0)
         return reported or self.usage.get(COUNTED_PROMPT, 0)  # the proxy's count of the prompt it forwarded
+
+
+def not_its_own(name: str) -> ProxyError:
+    return ProxyError(403, "shared_provider_state",
+                      f"`{name}` refers to something the provider stores under the proxy's one provider key, which every "
+                      "tenant shares, and this key's tenant did not make it through the proxy (send the whole conversation "
+                      "or upload the file with this key, or use a key for every tenant).", param=name)
 
 
 def charge_of(scope: Any) -> Charge | None:
@@ -99,8 +113,19 @@ def _secret(headers: dict[bytes, bytes]) -> str | None:
 
 
 def makes_object(scope: Any) -> bool:
-    """A POST whose answer names a new object the provider stores (a Response, a conversation)."""
+    """A POST whose answer names a new object the provider stores (a Response, a file, a batch, …)."""
     return scope.get("method") == "POST" and scope.get("path", "").removeprefix("/v1/").strip("/") in CREATES
+
+
+def watcher(scope: Any, charge: Charge) -> NewObject | None:
+    """What notes the stored objects this request's answer names for its tenant: a new object's id,
+    or the result files of a batch read or cancelled (owned.py); None for every other request."""
+    if charge.owners is None:
+        return None
+    if makes_object(scope):
+        return NewObject(charge)
+    path = scope.get("path", "").removeprefix("/v1/").strip("/")
+    return BatchFiles(charge) if READS_BATCH.fullmatch(path) else None
 
 
 class ClientKeys:
@@ -129,7 +154,7 @@ class ClientKeys:
         charge = Charge(record, tenant, owners=self.gate.owners)
         scope = {**scope, "headers": kept, "state": {**(scope.get("state") or {}), CHARGE: charge}}
         charged = False
-        made = NewObject(charge) if makes_object(scope) and charge.owners is not None else None
+        made = watcher(scope, charge)
 
         async def send_charged(message: Any) -> None:
             nonlocal charged

@@ -33,11 +33,37 @@ RETAIN_S = 30 * 86400
 SCHEMA = ("CREATE TABLE IF NOT EXISTS owners (object_id TEXT PRIMARY KEY, tenant TEXT, made REAL)",
           "CREATE INDEX IF NOT EXISTS owners_made ON owners (made)")
 PRUNE_EVERY_S = 3600.0
-# The POST routes whose answer names a new stored object, and the routes that refer to one by id.
-CREATES = ("responses", "conversations")
-REFERS = re.compile(r"(?:responses|conversations)/([^/?]+)(?:/[^?]*)?")
+# The POST routes whose answer names a new stored object, and the routes that refer to one by id
+# (and to what hangs off it: a file's content, a batch's cancel, a vector store's files and search).
+# Listing routes (GET /v1/files, /v1/batches, …) list every tenant's objects: not opened.
+CREATES = ("responses", "conversations", "files", "batches", "vector_stores", "messages/batches")
+REFERS = re.compile(r"(?:responses|conversations|files|batches|vector_stores|messages/batches)/([^/?]+)(?:/[^?]*)?")
+# A batch's results are files the provider makes: read from the batch as its owner reads it (BatchFiles)
+READS_BATCH = re.compile(r"batches/[^/?]+(?:/cancel)?")
 SNIFF_BYTES = 16_384  # the new object's id is the first "id" of the answer (JSON) or of its first event (a stream)
 _FIRST_ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,200})"')
+_RESULT_FILES = re.compile(rb'"(?:output|error)_file_id"\s*:\s*"([^"\\]{1,200})"')
+# Body fields that name a stored file or vector store, at any depth (a content part's `file_id`, a batch's
+# `input_file_id`, file_search's `vector_store_ids`, a vector store's `file_ids`, …); not looked for
+# inside what holds the client's own names (metadata) or a JSON schema (a tool's parameters).
+REFERENCE_FIELDS = frozenset({"file_id", "file_ids", "input_file_id", "vector_store_id", "vector_store_ids"})
+NOT_REFERENCES = frozenset({"metadata", "parameters", "input_schema", "schema", "properties"})
+
+
+def body_references(body: Any) -> list[tuple[str, str]]:
+    """(field, id) for each stored file or vector store a parsed JSON body names (REFERENCE_FIELDS),
+    one pass over its containers; an id that is not a string is no reference (the provider refuses it)."""
+    found: list[tuple[str, str]] = []
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        for key, value in node.items() if type(node) is dict else enumerate(node):
+            if key in REFERENCE_FIELDS:
+                values = value if type(value) is list else [value]
+                found += [(key, v) for v in values if isinstance(v, str)]
+            elif (type(value) is dict or type(value) is list) and key not in NOT_REFERENCES:
+                stack.append(value)
+    return found
 
 
 def referenced_id(value: Any) -> str | None:
@@ -112,10 +138,12 @@ async def owned_by(owners: Any, object_id: str, tenant: str) -> bool:
 class NewObject:
     """Watches an answer to a POST that makes a stored object, and notes its id for the request's
     tenant before the chunk that carries it reaches the client (so the client's next request,
-    which may refer to it at once, finds it noted)."""
+    which may refer to it at once, finds it noted). With `pattern=_RESULT_FILES` (BatchFiles) it
+    notes every id the pattern finds in the answer's head instead: a batch's output and error files."""
 
-    def __init__(self, charge: Any) -> None:
+    def __init__(self, charge: Any, pattern: re.Pattern[bytes] = _FIRST_ID) -> None:
         self.charge = charge  # the request's Charge: its tenant, its registry (`owners`), and whether it stores
+        self.pattern = pattern
         self.head = b""
         self.watching = True
 
@@ -128,14 +156,25 @@ class NewObject:
         if message["type"] != "http.response.body":
             return
         self.head = (self.head + message.get("body", b""))[:SNIFF_BYTES]  # a 10 MB answer is not scanned whole
-        found = _FIRST_ID.search(self.head)
-        if found is None and len(self.head) < SNIFF_BYTES and message.get("more_body", False):
+        more = message.get("more_body", False) and len(self.head) < SNIFF_BYTES
+        if self.pattern is _FIRST_ID:
+            found = [m.group(1) for m in [_FIRST_ID.search(self.head)] if m is not None]
+            if not found and more:
+                return
+        elif more:
             return
+        else:
+            found = self.pattern.findall(self.head)
         self.watching = False
         self.head = b""
-        if found is not None:
-            object_id = json.loads(b'"' + found.group(1) + b'"')
+        for raw_id in found:
+            object_id = json.loads(b'"' + raw_id + b'"')
             try:
                 await self.charge.owners.record(self.charge.tenant, object_id)
             except Exception as exc:
                 log.warning("provider objects: %s not noted for its tenant (%s: %s)", object_id, type(exc).__name__, exc)
+
+
+def BatchFiles(charge: Any) -> NewObject:  # noqa: N802 (a kind of watcher, named as one)
+    """The output and error files of a batch its owner reads (GET /v1/batches/{id}, or cancels it)."""
+    return NewObject(charge, _RESULT_FILES)

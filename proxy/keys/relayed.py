@@ -13,10 +13,12 @@ reports in their handlers. The relayed routes did neither: a key allowed only `g
 - what the provider stores (files, batches, stored responses and chat completions, vector stores,
   conversations, …) is kept under the proxy's one provider key, which every tenant shares: a key
   bound to one tenant read another tenant's stored Response, its files and every stored chat
-  completion. Open to such a key: the routes that keep nothing at the provider, a new conversation,
-  and the stored Responses and conversations its tenant made through the proxy (owned.py); the rest
-  are for a key that acts for every tenant (`tenants: ['*']`), or for passthrough mode, where each
-  client's own provider key keeps its objects apart.
+  completion. Open to such a key: the routes that keep nothing at the provider, and the Responses,
+  conversations, files, batches (and their result files) and vector stores it makes, then those its
+  tenant made through the proxy (owned.py); a body naming a stored file or vector store (a batch's
+  input file, a vector store's files) must name its tenant's own. Listings, uploads, stored chat
+  completions and the rest are for a key that acts for every tenant (`tenants: ['*']`), or for
+  passthrough mode, where each client's own provider key keeps its objects apart.
 """
 
 from __future__ import annotations
@@ -38,16 +40,21 @@ STATELESS = re.compile(r"(models(/[^/]+)?|embeddings|completions|moderations|ima
 _FORM_MODEL = re.compile(rb'name="model"\r?\n(?:[^\r\n]+\r?\n)*\r?\n([^\r\n]{1,200})\r?\n')
 
 
-def requested_models(body: bytes | None, content_type: str) -> list[str]:
-    """The models a relayed request names (none found: an empty list)."""
-    if not body:
-        return []
-    if "multipart/form-data" in content_type:
-        return [m.decode("utf-8", "replace") for m in _FORM_MODEL.findall(body[:1_000_000])]
+def json_body(body: bytes | None, content_type: str) -> Any:
+    """A relayed request's JSON body, parsed; None for a form, no body, or one that is not JSON."""
+    if not body or "multipart/form-data" in content_type:
+        return None
     try:
-        data = json.loads(body)
+        return json.loads(body)
     except ValueError:
-        return []
+        return None
+
+
+def requested_models(body: bytes | None, content_type: str, data: Any = None) -> list[str]:
+    """The models a relayed request names (none found: an empty list); `data`: its JSON, parsed."""
+    if body and "multipart/form-data" in content_type:
+        return [m.decode("utf-8", "replace") for m in _FORM_MODEL.findall(body[:1_000_000])]
+    data = json_body(body, content_type) if data is None else data
     if not isinstance(data, dict):
         return []
     models = [data["model"]] if isinstance(data.get("model"), str) else []
@@ -66,10 +73,12 @@ async def check_relayed(charge: Charge | None, method: str, path: str, body: byt
     if ANY_TENANT not in charge.record.tenants and not STATELESS.fullmatch(bare) and not await _its_own(charge, method, bare):
         raise ProxyError(403, "shared_provider_state",
                          f"/v1/{bare} reaches what the provider stores under the proxy's one provider key, which every "
-                         "tenant shares; a key for one tenant may use only the Responses and conversations its tenant "
-                         "made through the proxy (a key for every tenant may, or passthrough mode, with each client's "
-                         "own provider key).")
-    for model in requested_models(body, content_type):
+                         "tenant shares; a key for one tenant may use only the Responses, conversations, files, batches "
+                         "and vector stores its tenant made through the proxy, and no listing of them (a key for every "
+                         "tenant may, or passthrough mode, with each client's own provider key).")
+    data = json_body(body, content_type)
+    await charge.check_references(data)  # a batch's input file, a vector store's files: its tenant's own
+    for model in requested_models(body, content_type, data):
         charge.check_model(model)
     limited = bool(charge.record.models) or charge.record.tokens_per_day is not None
     if method == "POST" and bare in BATCH_CREATES and limited:
