@@ -38,7 +38,8 @@ def stored_routes(fake: Any) -> list[Route]:
     async def batch(request: Request) -> Response:
         body = await fake._record(request) or {}
         output = _keep(fake, "file", {"bytes": 2, "purpose": "batch_output", "filename": "output.jsonl"}, content=b"{}")
-        return JSONResponse(_keep(fake, "batch", {"endpoint": body.get("endpoint"), "input_file_id": body.get("input_file_id"),
+        return JSONResponse(_keep(fake, "batch", {"metadata": body.get("metadata"), "endpoint": body.get("endpoint"),
+                                                  "input_file_id": body.get("input_file_id"),
                                                   "completion_window": body.get("completion_window"), "status": "completed",
                                                   "output_file_id": output["id"], "error_file_id": None}))
 

@@ -8,6 +8,11 @@ naming another tenant's file went through."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from types import SimpleNamespace
+
+from ctxwarden.proxy.keys.owned import BatchFiles, FileOwners, NewObject
 from tests.conftest import policies_off
 from tests.test_client_keys import keyed, make_key  # noqa: F401 (the fixture)
 from tests.test_client_keys_owned import client, refused
@@ -45,6 +50,11 @@ def test_a_tenant_uses_its_own_files_batches_and_vector_stores_and_no_other_tena
                  lambda: b.files.list(), lambda: a.files.list(), lambda: a.batches.list()):  # listings: every tenant's
         assert refused(call) == "shared_provider_state"
     assert len(fake.received) == sent  # none of the refused reached the provider
+    own = b.files.create(file=("mine.jsonl", JSONL), purpose="batch")  # metadata naming A's file as its output
+    spoof = b.batches.create(input_file_id=own.id, endpoint="/v1/chat/completions", completion_window="24h",
+                             metadata={"output_file_id": upload.id})
+    assert b.batches.retrieve(spoof.id).metadata == {"output_file_id": upload.id}
+    assert refused(lambda: b.files.content(upload.id)) == "shared_provider_state"
     a.files.delete(upload.id)
     assert upload.id not in fake.stored
 
@@ -62,3 +72,24 @@ def test_what_is_not_a_stored_id_is_not_checked_and_the_operator_reads_any(keyed
     assert every.files.retrieve(theirs.id).id == theirs.id
     assert refused(lambda: a.files.retrieve(theirs.id)) == "shared_provider_state"
 
+
+
+def test_a_field_the_client_wrote_never_names_what_is_noted(tmp_path):
+    """Only the answer's own top-level ids are noted: a batch whose metadata says `output_file_id` of
+    another tenant's file, or an object whose metadata has an `id` before its own, notes nothing false."""
+    owners = FileOwners(tmp_path)
+
+    async def answer(watcher: NewObject, body: dict) -> None:  # in two chunks, as a relayed answer comes
+        raw = json.dumps(body).encode()
+        await watcher.see({"type": "http.response.start", "status": 200})
+        await watcher.see({"type": "http.response.body", "body": raw[:40], "more_body": True})
+        await watcher.see({"type": "http.response.body", "body": raw[40:], "more_body": False})
+
+    async def scenario() -> list[str | None]:
+        charge = SimpleNamespace(owners=owners, tenant="b", stored=True)
+        await answer(BatchFiles(charge), {"metadata": {"output_file_id": "file-of-a"}, "id": "batch_b1", "status": "in_progress",
+                                          "output_file_id": None, "error_file_id": "file-b-errors"})
+        await answer(NewObject(charge), {"metadata": {"id": "vs_of_a"}, "id": "vs_b1", "object": "vector_store"})
+        return [await owners.owner(i) for i in ("file-of-a", "file-b-errors", "vs_of_a", "vs_b1")]
+
+    assert asyncio.run(scenario()) == [None, "b", None, "b"]

@@ -42,7 +42,6 @@ REFERS = re.compile(r"(?:responses|conversations|files|batches|vector_stores|mes
 READS_BATCH = re.compile(r"batches/[^/?]+(?:/cancel)?")
 SNIFF_BYTES = 16_384  # the new object's id is the first "id" of the answer (JSON) or of its first event (a stream)
 _FIRST_ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,200})"')
-_RESULT_FILES = re.compile(rb'"(?:output|error)_file_id"\s*:\s*"([^"\\]{1,200})"')
 # Body fields that name a stored file or vector store, at any depth (a content part's `file_id`, a batch's
 # `input_file_id`, file_search's `vector_store_ids`, a vector store's `file_ids`, …); not looked for
 # inside what holds the client's own names (metadata) or a JSON schema (a tool's parameters).
@@ -138,12 +137,15 @@ async def owned_by(owners: Any, object_id: str, tenant: str) -> bool:
 class NewObject:
     """Watches an answer to a POST that makes a stored object, and notes its id for the request's
     tenant before the chunk that carries it reaches the client (so the client's next request,
-    which may refer to it at once, finds it noted). With `pattern=_RESULT_FILES` (BatchFiles) it
-    notes every id the pattern finds in the answer's head instead: a batch's output and error files."""
+    which may refer to it at once, finds it noted). An answer that arrives whole as JSON is parsed
+    and its top-level `id` taken: a field the client wrote (a file's name, a batch's metadata) can
+    never stand in for it. A stream's is the first "id" of its first event (`response.created`).
+    With `results` (BatchFiles) it notes a batch's top-level output and error file ids instead, and
+    only from an answer read whole."""
 
-    def __init__(self, charge: Any, pattern: re.Pattern[bytes] = _FIRST_ID) -> None:
+    def __init__(self, charge: Any, results: bool = False) -> None:
         self.charge = charge  # the request's Charge: its tenant, its registry (`owners`), and whether it stores
-        self.pattern = pattern
+        self.results = results
         self.head = b""
         self.watching = True
 
@@ -155,26 +157,40 @@ class NewObject:
             return
         if message["type"] != "http.response.body":
             return
-        self.head = (self.head + message.get("body", b""))[:SNIFF_BYTES]  # a 10 MB answer is not scanned whole
-        more = message.get("more_body", False) and len(self.head) < SNIFF_BYTES
-        if self.pattern is _FIRST_ID:
-            found = [m.group(1) for m in [_FIRST_ID.search(self.head)] if m is not None]
-            if not found and more:
+        self.head = (self.head + message.get("body", b""))[:SNIFF_BYTES + 1]  # a 10 MB answer is not scanned whole
+        more = message.get("more_body", False) and len(self.head) <= SNIFF_BYTES
+        if more and (self.results or self.head.lstrip().startswith(b"{")):
+            return  # JSON is read whole (up to SNIFF_BYTES): only its top-level ids count
+        whole = _json_object(self.head) if not more and len(self.head) <= SNIFF_BYTES else None
+        if self.results:
+            found = [whole.get(k) for k in ("output_file_id", "error_file_id")] if whole is not None else []
+        elif whole is not None:
+            found = [whole.get("id")]
+        else:  # a stream's first event (or a JSON answer past SNIFF_BYTES: its first "id", the provider's own)
+            first = _FIRST_ID.search(self.head[:SNIFF_BYTES])
+            if first is None and more:
                 return
-        elif more:
-            return
-        else:
-            found = self.pattern.findall(self.head)
+            found = [json.loads(b'"' + first.group(1) + b'"')] if first is not None else []
         self.watching = False
         self.head = b""
-        for raw_id in found:
-            object_id = json.loads(b'"' + raw_id + b'"')
+        for object_id in found:
+            if not isinstance(object_id, str) or not object_id:
+                continue
             try:
                 await self.charge.owners.record(self.charge.tenant, object_id)
             except Exception as exc:
                 log.warning("provider objects: %s not noted for its tenant (%s: %s)", object_id, type(exc).__name__, exc)
 
 
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    """An answer read whole, as a JSON object; None for a stream's events or anything else."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def BatchFiles(charge: Any) -> NewObject:  # noqa: N802 (a kind of watcher, named as one)
     """The output and error files of a batch its owner reads (GET /v1/batches/{id}, or cancels it)."""
-    return NewObject(charge, _RESULT_FILES)
+    return NewObject(charge, results=True)
