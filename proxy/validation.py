@@ -6,12 +6,12 @@ UTF-16 surrogate in any string or key) and have the chat shape policies rely on.
 read the whole body stay cheap: one walk over its containers for the depth, and the surrogate walk
 only when the raw bytes hold a `\\uD800`–`\\uDFFF` style escape.
 
-The parse itself is orjson's up to ORJSON_MAX_BYTES (~4x json's: a 340 KB body with a 525-tool
-catalog, 2.0 ms against 5.8 ms with the checks, on the event loop of every request). orjson refuses
-what this module refuses (NaN, Infinity, a number past a double, a lone surrogate: no surrogate
-walk then), but reads an integer past 64 bits as a float, which would change the body: a body orjson
-refuses, or in which it read a float holding a whole number of 2**63 or more, is read again by
-Python's json, whose reading (and error message) is the exact one.
+The parse itself is orjson's (~4x json's: a 340 KB body with a 525-tool catalog, 1.5 ms against
+5.8 ms with the checks, on the event loop of every request). orjson refuses what this module refuses
+(NaN, Infinity, a number past a double, a lone surrogate: no surrogate walk then), but reads an
+integer past 64 bits as a float, which would change the body: a body orjson refuses, or in which it
+read a float holding a whole number of 2**63 or more, is read again by Python's json, whose reading
+(and error message) is the exact one.
 """
 
 from __future__ import annotations
@@ -30,12 +30,6 @@ ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 MAX_DEPTH = 128  # arrays and objects nested deeper than this are refused (the policies recurse over bodies)
 WIDE_FLOAT = 2.0**63  # a whole-number float from here on may be an integer literal orjson could not hold
-# Bodies past this go to json alone: their cost is their long strings, where orjson gains little (562 KB
-# of agent history: 0.31 against 0.65 ms), and orjson's working memory for a big document is a big
-# block of glibc's heap (bench/fuzz.py, RSS from body 1,000 to 10,000: +105 and +112 MB with orjson for
-# every body, +94 with json alone; noise is about +-12)
-ORJSON_MAX_BYTES = 512 * 1024
-_REFUSED: Any = object()
 _BOM = b"\xef\xbb\xbf"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may start a lone surrogate (strict UTF-8 has none)
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -62,10 +56,10 @@ def parse_json_body(raw: bytes, needs: str = "`model` and `messages`") -> dict[s
     if not raw.strip():
         raise invalid(f"The request body is empty; send a JSON object with {needs}.")
     data = raw[3:] if raw.startswith(_BOM) else raw
-    body = _fast_parse(data) if len(data) <= ORJSON_MAX_BYTES else _REFUSED
-    exact = body is _REFUSED
-    if exact:
-        body = _exact_parse(data)
+    try:
+        body, exact = orjson.loads(data), False
+    except orjson.JSONDecodeError:
+        body, exact = _exact_parse(data), True
     if not isinstance(body, dict):
         raise invalid(f"The request body must be a JSON object, not {_kind(body)}.")
     deep, wide = _scan(body, MAX_DEPTH)
@@ -80,14 +74,6 @@ def parse_json_body(raw: bytes, needs: str = "`model` and `messages`") -> dict[s
             raise invalid(f"{where} contains a lone UTF-16 surrogate escape (\\ud800-\\udfff): "
                           "text must be valid Unicode.", where)
     return body
-
-
-def _fast_parse(data: bytes) -> Any:
-    """orjson's reading; _REFUSED where it refuses the body (json then reads it and names the error)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return _REFUSED
 
 
 def _exact_parse(data: bytes) -> Any:
