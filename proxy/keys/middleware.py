@@ -71,9 +71,12 @@ class Charge:
         `vector_store_ids`, a batch's `input_file_id`, …) must be one this key's tenant made."""
         if ANY_TENANT in self.record.tenants or not isinstance(body, (dict, list)):
             return
+        checked: set[str] = set()  # an id named twice (in two content parts) is looked up once
         for name, object_id in body_references(body):
-            if not await self.owns(object_id):
-                raise not_its_own(name)
+            if object_id not in checked:
+                checked.add(object_id)
+                if not await self.owns(object_id):
+                    raise not_its_own(name)
 
     @property
     def tokens(self) -> int:

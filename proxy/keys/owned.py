@@ -1,11 +1,13 @@
 """Which tenant made each object the provider keeps under the proxy's one provider key.
 
-Every tenant's stored Responses and conversations live together at the provider, under the key the
-proxy sends. A client key bound to one tenant may still continue and read its own: the proxy notes
-the id of each one made through it (a Response's `id` from POST /v1/responses, a conversation's
-from POST /v1/conversations) with the tenant of the request that made it, and a later reference
-(`previous_response_id`, `conversation`, GET /v1/responses/{id}, /v1/conversations/{id}/items, …)
-passes only for that tenant. An id the proxy never saw made is nobody's: refused as before.
+Every tenant's stored Responses, conversations, files, batches and vector stores live together at
+the provider, under the key the proxy sends. A client key bound to one tenant may still use its own:
+the proxy notes the id of each one made through it (the answer's top-level `id` to POST
+/v1/responses, /v1/conversations, /v1/files, /v1/batches, /v1/vector_stores, /v1/messages/batches,
+and a batch's output and error files as its owner reads it) with the tenant of the request that made
+it, and a later reference (`previous_response_id`, an id in the path, a `file_id` or
+`vector_store_ids` in a body, …) passes only for that tenant. An id the proxy never saw made is
+nobody's: refused as before.
 
 Kept in Redis when replicas share it, else in SQLite beside the keys (`<storage.path>/
 provider_objects.sqlite3`: every process on the path, and a restart, see the same owners), for
@@ -40,7 +42,7 @@ CREATES = ("responses", "conversations", "files", "batches", "vector_stores", "m
 REFERS = re.compile(r"(?:responses|conversations|files|batches|vector_stores|messages/batches)/([^/?]+)(?:/[^?]*)?")
 # A batch's results are files the provider makes: read from the batch as its owner reads it (BatchFiles)
 READS_BATCH = re.compile(r"batches/[^/?]+(?:/cancel)?")
-SNIFF_BYTES = 16_384  # the new object's id is the first "id" of the answer (JSON) or of its first event (a stream)
+SNIFF_BYTES = 16_384  # a JSON answer read whole up to here (its top-level ids), else a stream's first "id"
 _FIRST_ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,200})"')
 # Body fields that name a stored file or vector store, at any depth (a content part's `file_id`, a batch's
 # `input_file_id`, file_search's `vector_store_ids`, a vector store's `file_ids`, …); not looked for

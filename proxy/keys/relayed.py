@@ -88,8 +88,8 @@ async def check_relayed(charge: Charge | None, method: str, path: str, body: byt
 
 
 async def _its_own(charge: Charge, method: str, bare: str) -> bool:
-    """A new conversation (noted for the key's tenant as it is answered: owned.py), or a stored Response
-    or conversation, and what hangs off it (input items, items, cancel), that the key's tenant made."""
+    """A new stored object (noted for the key's tenant as it is answered: owned.py), or one the key's
+    tenant made, and what hangs off it (a Response's input items, a file's content, a batch's cancel, …)."""
     if method == "POST" and bare in CREATES:
         return True
     referred = REFERS.fullmatch(bare)
