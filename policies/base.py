@@ -289,9 +289,14 @@ class Exchange:
         tool it adds must land at the end for the provider's cached prefix to hold; behind the
         proxy's tools it would be inserted before them. (context_recall joins at a compaction
         event, which rewrites the history anyway.)"""
-        tools = list(self.tools or [])
-        known = {(t.get("function") or {}).get("name") for t in tools}
-        return [pt.definition for name, pt in self.proxy_tools.items() if name not in known] + tools
+        return self.proxy_tool_definitions() + list(self.tools or [])
+
+    def proxy_tool_definitions(self) -> list[dict[str, Any]]:
+        """The proxy's own tools that `forwarded_tools` puts before the policies' list (those it lacks)."""
+        if not self.proxy_tools:
+            return []
+        known = {(t.get("function") or {}).get("name") for t in self.tools or []}
+        return [pt.definition for name, pt in self.proxy_tools.items() if name not in known]
 
     def outgoing_body(self) -> dict[str, Any]:
         """The body to forward: the client's fields, with the policies' messages and tools."""

@@ -64,7 +64,7 @@ def component_tokens(ex: Exchange, services: Services) -> dict[str, int]:
         "system": sum(tokens[:n_sys]),
         "history": sum(tokens[n_sys:query_from]),
         "query": sum(tokens[query_from:]),
-        "tools": tools_tokens(services.tokens, ex.forwarded_tools(), ex.model),
+        "tools": tools_tokens(services.tokens, ex.tools, ex.model, ex.proxy_tool_definitions()),  # = forwarded_tools()
     }
 
 

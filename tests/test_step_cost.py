@@ -263,3 +263,29 @@ def test_the_heap_is_trimmed_at_rest_once_bodies_add_up_and_once_more_after_the_
     below, busy, rested = asyncio.run(scenario())
     assert below == [] and busy == []
     assert rested[:-1] == [0] and rested[-1] == 2
+
+
+def test_a_request_s_tool_catalog_is_serialized_once_by_every_policy_that_keys_it(fake, monkeypatch):
+    """The budget, the history policy and the tools policy (in its worker thread) each key the request's
+    catalog; 525 tools took ~0.5-0.65 ms to serialize each time in a busy server (bench/mcp_tools.py).
+    The request's list is keyed once; an equal list in a later request is keyed again (a new object)."""
+    from ctxwarden.policies import messages
+    from ctxwarden.proxy.app import create_app
+    from ctxwarden.proxy.config import load_settings
+    from ctxwarden.proxy.local_server import LocalServer
+
+    keyed: list[int] = []
+    original = messages.content_key
+    monkeypatch.setattr(messages, "content_key", lambda value: keyed.append(len(value)) or original(value))
+    catalog = [{"type": "function", "function": {"name": f"tool_{i}", "description": f"Does thing number {i} for the user.",
+                                                 "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+               for i in range(60)]
+    app = create_app(load_settings(None, {"upstream": {"base_url": f"{fake.url}/v1", "api_key_env": None}}))
+    with LocalServer(app) as proxy:
+        for step in range(2):
+            body = {"model": "gpt-4o", "tools": catalog,
+                    "messages": [{"role": "user", "content": f"Use thing number 7 for me, step {step}."}]}
+            reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=60)
+            assert reply.status_code == 200
+            assert "tools.confusion" in reply.headers.get("x-ctxwarden-actions", "")  # the tools policy did select
+    assert keyed.count(len(catalog)) == 2  # once per request, though three policies asked for its key

@@ -183,13 +183,13 @@ class ArchivePolicy(BasePolicy):
 
     def _request_tokens(self, ex: Exchange, messages: list[Message]) -> int:
         tokens = self.services.tokens
-        tools = ex.forwarded_tools()
+        extra = ex.proxy_tool_definitions()  # forwarded_tools() is these and ex.tools (counted apart: tools_tokens)
         if refs_in(messages) and RECALL_TOOL["function"]["name"] not in ex.proxy_tools:
-            tools.append(RECALL_TOOL)
+            extra.append(RECALL_TOOL)
         known = ex.notes.message_tokens  # what history counted of the list it forwarded (this one, unstubbed)
         same = known is not None and known[0] == messages  # the same objects: a pointer compare each
         counted = (known[1] if same else sum(message_token_list(tokens, messages, ex.model))) + REPLY_PRIMING
-        return counted + tools_tokens(tokens, tools, ex.model)
+        return counted + tools_tokens(tokens, ex.tools, ex.model, extra)
 
     # ------------------------------------------------------------------ stubbing
 

@@ -191,10 +191,8 @@ class HistoryPolicy(BasePolicy):
     def _fixed_tokens(self, ex: Exchange, system_tokens: int) -> int:
         """What no layout changes: the system prompt, the tools (with context_recall, which blocks
         bring along when archiving is on) and the reply priming."""
-        tools = list(ex.tools or [])
-        if self.config.archive_spans and self.services.store is not None:
-            tools.append(RECALL_TOOL)
-        return system_tokens + tools_tokens(self.services.tokens, tools, ex.model) + REPLY_PRIMING
+        recall = [RECALL_TOOL] if self.config.archive_spans and self.services.store is not None else []
+        return system_tokens + tools_tokens(self.services.tokens, ex.tools, ex.model, recall) + REPLY_PRIMING
 
     def _plan(self, ex: Exchange, body: Body, fixed: int, timed: bool) -> Plan:
         cfg: HistoryConfig = self.config
