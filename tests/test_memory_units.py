@@ -65,6 +65,24 @@ def test_refusals_in_other_phrasings(text):
     assert candidates(text)
 
 
+@pytest.mark.parametrize("text", [
+    "Do not use emojis in your replies.", "Don't recommend chain restaurants.", "No meat, no dairy, no eggs.",
+    "Can't stand loud bars.",
+])
+def test_a_refusal_that_opens_with_its_negation_is_a_memory(text):
+    assert [c.kind for c in candidates(text)] == ["constraint"]
+
+
+@pytest.mark.parametrize("text", [  # pasted prose and code (ShareGPT first messages) that only holds a negation
+    "He immobilizes his body to avoid experiencing feelings in it.",
+    "Third, the variables used as axes don't have to be either quantitative or continuous;",
+    "with torch.no\\_grad():",  # as ShareGPT escapes it
+    "- Helps build a more realistic image of the customer, avoiding the fantasy of being the customer.",
+])
+def test_prose_that_only_holds_a_negation_is_no_memory(text):
+    assert candidates(text) == []
+
+
 # ----------------------------------------------------------------------------- calibrate
 
 

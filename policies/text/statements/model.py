@@ -260,6 +260,14 @@ class Sentence:
         before = _NOT_A_NEGATION.sub(" ", before)
         return bool(_NEGATOR.search(before) or _POST_NEGATION.search(self.lower[vend:c1]))
 
+    def first_negation(self) -> int | None:
+        """Where the word of the sentence's first negation starts (as `negated` reads one; "can't" at
+        its "can"), or None."""
+        m = _NEGATOR.search(_NOT_A_NEGATION.sub(lambda hit: " " * len(hit.group()), self.lower))
+        if m is None:
+            return None
+        return len(self.lower[:m.start()].rstrip("abcdefghijklmnopqrstuvwxyz'"))
+
     def hypothetical(self, vstart: int) -> bool:
         c0, _ = self.clause(vstart)
         return bool(_HYPOTHETICAL.search(self.lower[c0:vstart]) or re.match(r"\W*(?:if|unless|suppose|imagine)\b", self.lower))
