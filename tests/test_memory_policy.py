@@ -77,6 +77,20 @@ def test_a_memory_carries_its_provenance_and_kind_and_persists(make, embedder):
     assert before <= memory.created_at <= time.time()
 
 
+def test_a_long_message_gives_memories_from_the_users_words_around_a_paste_not_from_inside_it(make):
+    """Past `analysis_max_chars` (2,000) a message is read by its head and tail, ~1,000 characters each:
+    the user's own framing. A pasted resume or story in the middle says "I ..." of someone else's life,
+    or of a past job; at 8,000 its middle was read (ShareGPT: 572 memories from 900 first messages, 393 now)."""
+    policy = make()
+    paste = "\n".join(f"Line {i}: the quarterly report lists shipments, invoices and returns for region {i}." for i in range(60))
+    text = ("I am vegetarian. Please review the report below.\n\n" + paste[:2000] + "\nI prefer quality hotels over cheap ones.\n"
+            + paste[2000:] + "\n\nI live in Berlin.")
+    assert len(text) > 4_000
+    written = action(turn(policy, text), "write")
+    texts = sorted(m.text for m in policy.store.index("acme", "ann").live())
+    assert written["count"] == 2 and texts == ["I am vegetarian.", "I live in Berlin."]
+
+
 def test_saying_it_again_merges_into_the_same_memory(make):
     policy = make()
     first = action(turn(policy, "I am vegetarian.", session="a"), "write")["ids"][0]
