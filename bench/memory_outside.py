@@ -57,8 +57,8 @@ split by topic family, so no held-out topic was looked at while choosing thresho
   heldout  place (both location changes, city preference), relationship and family (both relationship
            changes, the relationship conflict, family configuration), technology usage: 8 questions.
 
-Memories are written during the run, so every one is younger than `recent_s` (1 h) and gets the
-same `recent_bonus`; the benchmark's own dates (days to months apart) cannot reach the server.
+Memories are written during the run, so every one is younger than `recent_s` (1 h) and would get the
+same `recent_bonus` (0 by default); the benchmark's own dates (days to months apart) cannot reach the server.
 """
 
 from __future__ import annotations

@@ -159,10 +159,11 @@ def test_select_bonuses_budget_and_top_k():
     index.put(memory("plain", "b"), unit(1, 1.7))  # cosine 0.51, relevance 0.52: needs both bonuses (0.25)
     index.put(memory("old_rule", "r", kind="constraint"), unit(1, 1.7))  # + 0.15 only
     index.put(memory("new_pref", "p", age_s=10), unit(1, 1.7))  # + 0.1 only
-    assert chosen(index, unit(1, 0), profile_bonus=0.15) == []
+    assert chosen(index, unit(1, 0), profile_bonus=0.15, recent_bonus=0.1) == []
     index.put(memory("new_rule", "r", kind="constraint", age_s=10), unit(1, 1.7))
-    assert chosen(index, unit(1, 0), profile_bonus=0.15) == ["new_rule"]
-    assert chosen(index, unit(1, 0)) == []  # the default: no kind scores more
+    assert chosen(index, unit(1, 0), profile_bonus=0.15, recent_bonus=0.1) == ["new_rule"]
+    assert chosen(index, unit(1, 0)) == []  # the defaults: no kind and no age scores more
+    assert chosen(index, unit(1, 0), profile_bonus=0.25) == ["old_rule", "new_rule"]
     many = UserIndex(2)
     for i in range(8):
         many.put(memory(f"m{i}", "word " * 20), unit(1, 0.01 * i))

@@ -53,8 +53,13 @@ class MemoryConfig(PolicyConfig):
     tool_result_kinds: list[Kind] = ["fact", "preference"]
     # Unset in the user's config: clash.strategy (proxy/config.py: inherit_settings).
     strategy: Literal["prefer_recent", "ask_user", "merge", "keep_existing"] = "prefer_recent"
-    recent_s: float = Field(3600, ge=0)  # a memory younger than this scores recent_bonus more
-    recent_bonus: float = Field(0.1, ge=0, le=1)
+    recent_s: float = Field(3600, ge=0)  # a memory younger than this scores recent_bonus more ...
+    # ... The seed's 0.1 let a user's first memories, while they are under the distinct gate's 20, reach
+    # requests about anything within their first hour (a pasted resume's lines, 0.5-0.6 relevant, on
+    # "How important is tenacity for building wealth?"): on 900 ShareGPT first messages sent as one user
+    # (bench/memories.py --ordinary) 93 requests got a block with it, 67 without. It bought nothing
+    # measured: the labelled selection's memories are two days old, and CRI's users are past the gate.
+    recent_bonus: float = Field(0.0, ge=0, le=1)
     profile_kinds: list[Kind] = ["instruction", "constraint"]  # kinds that hold whatever the topic ...
     # ... score this much more. The seed's 0.15 made standing rules ("no meetings before 10") reach
     # unrelated requests: 38 % of unrelated requests got a memory on bench/memories.py, 12 % with 0.
