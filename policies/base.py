@@ -284,18 +284,14 @@ class Exchange:
 
     def forwarded_tools(self) -> list[dict[str, Any]]:
         """The tools to forward (chat form): the proxy's own tools the list lacks, then the policies' list.
-
-        The proxy's tools go first: the tools policy's list is append-only within a session, and a
-        tool it adds must land at the end for the provider's cached prefix to hold; behind the
-        proxy's tools it would be inserted before them. (context_recall joins at a compaction
-        event, which rewrites the history anyway.)"""
+        The proxy's tools go first: the tools policy's list is append-only within a session, and a tool
+        it adds must land at the end for the provider's cached prefix to hold. (context_recall joins
+        at a compaction event, which rewrites the history anyway.)"""
         return self.proxy_tool_definitions() + list(self.tools or [])
 
     def proxy_tool_definitions(self) -> list[dict[str, Any]]:
         """The proxy's own tools that `forwarded_tools` puts before the policies' list (those it lacks)."""
-        if not self.proxy_tools:
-            return []
-        known = {(t.get("function") or {}).get("name") for t in self.tools or []}
+        known = {(t.get("function") or {}).get("name") for t in self.tools or []} if self.proxy_tools else ()
         return [pt.definition for name, pt in self.proxy_tools.items() if name not in known]
 
     def outgoing_body(self) -> dict[str, Any]:

@@ -7,8 +7,6 @@ import sys
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Sequence
 
-from .cache import content_key
-
 Message = dict[str, Any]
 Tool = dict[str, Any]
 WHOLE_TOOL_LIST = 16  # tool definitions from which a list is counted whole (text/tokens.py: count_tools)
@@ -345,28 +343,13 @@ def message_token_list(counter: Any, messages: Sequence[Message], model: str) ->
 
 
 def tools_tokens(counter: Any, tools: Sequence[Any] | None, model: str, *more: Sequence[Any]) -> int:
-    """`counter.count_tools` of `tools` then of each list of `more` (the proxy's own tools): a long list
-    whole (its count kept across requests), a short one per tool, once per request (`remembered`: the
-    budget, the planner and the archive count the same tools). A count adds up over the definitions,
-    so the request's own list is passed alone, as the same object each time, and keyed once
-    (`tool_list_key`), not as a new list with the proxy's tools before or after it."""
-    total = 0
-    for part in (tools, *more):
-        if len(part or ()) >= WHOLE_TOOL_LIST:
-            total += int(counter.count_tools(part, model))
-        else:
-            total += sum(remembered(("tool_tokens", id(counter), model), t, lambda t: counter.count_tools([t], model))
-                         for t in part or ())
-    return total
-
-
-def tool_list_key(tools: Sequence[Any]) -> str:
-    """`content_key` of a tool list, made once per list object within `request_memo`. The budget, the
-    history policy and the tools policy each key the request's catalog; serializing a 525-tool list
-    took ~0.5-0.65 ms each time in a server under bench/mcp_tools.py (0.2 ms alone, fresh strings),
-    three times a request. Lists are never changed in place (policies assign new ones), so the
-    object is the key."""
-    return remembered("tool_list_key", tools, content_key)
+    """`counter.count_tools` of `tools` and of each list of `more` (the proxy's own tools; counts add up,
+    and the request's own list alone is keyed once: text.tokens.tool_list_key): a long list whole (kept
+    across requests), a short one per tool, once per request (`remembered`: budget, planner, archive)."""
+    one = ("tool_tokens", id(counter), model)
+    return sum(int(counter.count_tools(part, model)) if len(part or ()) >= WHOLE_TOOL_LIST
+               else sum(remembered(one, t, lambda t: counter.count_tools([t], model)) for t in part or ())
+               for part in (tools, *more))
 
 
 _FINGERPRINT = "fingerprint"

@@ -269,14 +269,14 @@ def test_a_request_s_tool_catalog_is_serialized_once_by_every_policy_that_keys_i
     """The budget, the history policy and the tools policy (in its worker thread) each key the request's
     catalog; 525 tools took ~0.5-0.65 ms to serialize each time in a busy server (bench/mcp_tools.py).
     The request's list is keyed once; an equal list in a later request is keyed again (a new object)."""
-    from ctxwarden.policies import messages
+    from ctxwarden.policies.text import tokens
     from ctxwarden.proxy.app import create_app
     from ctxwarden.proxy.config import load_settings
     from ctxwarden.proxy.local_server import LocalServer
 
     keyed: list[int] = []
-    original = messages.content_key
-    monkeypatch.setattr(messages, "content_key", lambda value: keyed.append(len(value)) or original(value))
+    original = tokens.content_key
+    monkeypatch.setattr(tokens, "content_key", lambda value: keyed.append(len(value)) or original(value))
     catalog = [{"type": "function", "function": {"name": f"tool_{i}", "description": f"Does thing number {i} for the user.",
                                                  "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}
                for i in range(60)]

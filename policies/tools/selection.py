@@ -9,7 +9,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..cache import stable_hash
-from ..messages import Message, Tool, content_text, last_user_index, tool_list_key
+from ..messages import Message, Tool, content_text, last_user_index
+from ..text.tokens import tool_list_key
 from .catalog import CatalogReport
 from .loadout import ListChange
 from .ranking import ToolSetIndex
