@@ -29,7 +29,7 @@ from ctxwarden.policies.text.sentences import piece_end
 from ..answers import BLOCKED_MARK, estimated_usage
 from ..errors import ProxyError
 from ..genai import model_of
-from ..proxy_tools import Calls, ProxyToolRounds
+from ..proxy_tools import Calls, ProxyToolRounds, add_usage
 from . import sse
 from .rounds import OneStream
 from .toolcalls import add_tool_deltas, assemble, finish_as_stop
@@ -284,10 +284,9 @@ class StreamRelay:
         return ends, has_tool_delta, is_finish
 
     def _add_usage(self, usage: dict[str, Any]) -> None:
+        """The counts summed (`add_usage`, as the other APIs' rounds are); the details as the first round gave them."""
         for total in (self.usage, self.round_usage):
-            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                if isinstance(usage.get(key), int):
-                    total[key] = total.get(key, 0) + usage[key]
+            add_usage(total, usage)
             for key, value in usage.items():
                 total.setdefault(key, value)
 
