@@ -257,3 +257,30 @@ def test_a_user_whose_memories_pass_the_cache_bound_is_read_from_the_store_once(
     store.index("acme", "bob")  # another user takes the one place
     store.index("acme", "ann")
     assert loads == ["ann", "bob", "ann"] and len(store._users) == 1
+
+
+# A real first message of a ShareGPT conversation (bench/data/no_harm/sharegpt.jsonl.gz, id 98nYLRd_0;
+# Apache-2.0 per the dataset card): a role prompt whose first sentence the local reader keeps as a memory.
+ROLE_PROMPT = (
+    "I want you act as the prompt generator and I will give you ideas; the ai writing website name anissa.ai that "
+    "uses Al to generate ideas for a startup, product or service, act as you are the AI-powered builder helps "
+    "entrepreneurs, startups, brands' owners quickly launch their business ideas and find relevant questions to "
+    "answer for their own brands by briefing description of their ideas and you come up with the formular prompts "
+    "+ keywords of each processes and also give me the examples of them by \n-generate for free customers\n"
+    "-Articles related to\n-Customer products 10 articles\n-Reviews related to\n-Customer product 10 reviews\n"
+    "-FAQs related to\n-Customer Products 10 FAQs\n-3 month SEO plan")
+ORDINARY_ASKS = ("Write a simple JS function. Answer concisely.", "how to make a nlp model and use it")
+
+
+@pytest.mark.parametrize("gate", [1.5, -10])
+def test_a_new_users_memory_that_every_request_comes_near_is_not_injected_into_each(make, gate):
+    """A memory of a new user (no distinct gate yet) that sits as close to ordinary requests as to this one
+    stays out (background.py); with the gate off (-10) it reached both unrelated requests. A memory that
+    stands out for the request still comes: budget hotels for a hotel in Rome."""
+    policy = make(min_background_z=gate)
+    assert action(turn(policy, ROLE_PROMPT, session="p"), "write")["count"] == 1
+    blocks = [action(turn(policy, text, session=f"u{i}"), "select") for i, text in enumerate(ORDINARY_ASKS)]
+    assert all(b is None for b in blocks) if gate > -10 else all(b is not None for b in blocks)
+    turn(policy, "I prefer budget hotels, nothing fancy.", session="h")
+    ex = turn(policy, "Find me a hotel in Rome for three nights.", session="r")
+    assert action(ex, "select")["count"] == 1 and "budget hotels" in ex.messages[-1]["content"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ctxwarden.policies.base import Exchange
+from ctxwarden.policies.memory.background import background_requests, background_z
 from ctxwarden.policies.memory.calibrate import Calibration, fit
 from ctxwarden.policies.memory.config import MemoryConfig
 from ctxwarden.policies.memory.extract import candidates
@@ -177,12 +178,48 @@ def test_select_injects_only_a_memory_that_stands_out_from_the_users_others():
     for i in range(200):  # a user with many memories, none about the request
         index.put(memory(f"m{i}", f"t{i}"), rng.standard_normal(16).astype(np.float32) / 4)
     query = unit(*([1.0] + [0.0] * 15))
-    ids = lambda: [s.memory.id for s in select(index, query, "", MemoryConfig(min_score=0.0), CAL, lambda t: 1)]
+    ids = lambda: [s.memory.id for s in select(index, query, "", MemoryConfig(min_score=0.0, min_distinct=0.5), CAL,
+                                               lambda t: 1)]
     assert ids() == []  # the nearest of 200 by chance is no match
     assert len(select(index, query, "", MemoryConfig(min_score=0.0, min_distinct=-10, margin=1), CAL,
                       lambda t: 1)) == 5  # without the gate: the five nearest
     index.put(memory("on_topic", "t"), unit(*([1.0, 0.2] + [0.0] * 14)))
     assert ids() == ["on_topic"]
+
+
+def ordinary_requests(n=200, seed=5):
+    """Background requests: half about x, half about y, none about z (unit vectors with some spread)."""
+    rng = np.random.default_rng(seed)
+    axes = np.array([[1, 0, 0], [0, 1, 0]] * (n // 2), dtype=np.float32)
+    rows = axes + rng.normal(0, 0.2, (n, 3)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_background_z_marks_down_a_memory_that_every_ordinary_request_comes_close_to():
+    background = ordinary_requests()
+    hub, specific = unit(1, 0, 0), unit(0, 0, 1)
+    z = background_z(np.stack([hub, specific]), np.array([0.7, 0.7], dtype=np.float32), background)
+    assert z[1] > 3 and z[0] < 1  # the same cosine: unusual for the memory on z, ordinary for the one on x
+
+
+def test_select_leaves_out_a_memory_as_close_to_ordinary_requests_as_to_this_one():
+    index = UserIndex(3)
+    index.put(memory("hub", "I have experience dealing with the public."), unit(1, 0, 0))
+    index.put(memory("specific", "I prefer budget hotels."), unit(0, 0, 1))
+    query = unit(1, 0, 1)  # cosine 0.71 with both: relevance 0.89 each, a new user (no distinct gate)
+    gated = Calibration(slope=10.0, intercept=-5.0, background=ordinary_requests())
+    pick = lambda cal, **cfg: [s.memory.id for s in select(index, query, "", MemoryConfig(**cfg), cal, lambda t: 1)]
+    assert pick(gated) == ["specific"]
+    assert sorted(pick(gated, min_background_z=-10)) == ["hub", "specific"]  # the gate off
+    assert sorted(pick(CAL)) == ["hub", "specific"]  # a calibration without a background: no gate
+
+
+def test_the_shipped_background_is_ordinary_requests_embedded_once_with_the_calibration():
+    requests = background_requests()
+    assert len(requests) == 500 and not any(r.startswith("#") for r in requests)
+    cal = fit(FakeEmbedder())
+    assert cal.background.shape == (500, FakeEmbedder.dim)
+    assert np.allclose(np.linalg.norm(cal.background, axis=1), 1.0, atol=1e-5)
 
 
 def test_a_write_is_compared_with_the_nearest_live_memories_the_task_sees():

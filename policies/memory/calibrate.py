@@ -8,16 +8,17 @@ and a memory of another topic are not; a logistic curve is fitted to the cosines
 weighted equally (Platt scaling). relevance(cos) is then the fitted probability that a memory at that
 cosine is about the request's topic: 0.5 where the two classes are equally likely, 0.7 where related
 pairs are clearly more likely. Embedding the ~90 texts costs a few ms (static) to ~0.3 s (MiniLM),
-once per process.
+once per process; the 500 background requests (background.py), embedded with them, ~20 ms to ~2 s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..base import Embedder
+from .background import embed_background
 from .calibration_pairs import PAIRS
 
 NEWTON_STEPS = 50
@@ -29,6 +30,8 @@ class Calibration:
     slope: float
     intercept: float
     embedder: str = ""
+    # The background requests' vectors for this embedder (background.py); None: no background gate.
+    background: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def relevance(self, cosine: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-(self.slope * cosine + self.intercept)))
@@ -55,7 +58,7 @@ def fit(embedder: Embedder) -> Calibration:
     y = np.concatenate([np.ones(len(related)), np.zeros(len(unrelated))])
     w = np.where(y == 1, 0.5 / len(related), 0.5 / len(unrelated))  # equal weight to each class
     slope, intercept = logistic(x, y, w)
-    return Calibration(slope, intercept, embedder.name)
+    return Calibration(slope, intercept, embedder.name, embed_background(embedder))
 
 
 def logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float]:

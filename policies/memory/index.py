@@ -84,6 +84,10 @@ class UserIndex:
             return np.zeros(0, dtype=np.float32), np.zeros(0, dtype=bool)
         return self._vectors[:n] @ query, self._live[:n]
 
+    def vectors(self, positions: np.ndarray) -> np.ndarray:
+        """The vectors of the memories at `positions` (rows, a copy)."""
+        return self._vectors[positions]
+
     def nearest_live(self, vector: np.ndarray, task: str | None, k: int) -> list[Memory]:
         """The `k` live memories `task` sees that are closest to `vector`, oldest first: a new memory
         contradicts or repeats one about the same thing, so comparing with these is enough and the

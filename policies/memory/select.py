@@ -4,8 +4,8 @@
             + profile_bonus if its kind is one of profile_kinds
 Kept: live, visible to the request's task (its own private memories and the user's shared ones),
 not written from a message of this conversation (the model reads those already), score >= min_score,
-relevance within `margin` of the most relevant kept candidate's, distinct (below), the best top_k,
-within max_tokens.
+relevance within `margin` of the most relevant kept candidate's, distinct (below), above its own
+chance level (`min_background_z`, background.py), the best top_k, within max_tokens.
 
 Distinct: a request that is about nothing the user said still has a nearest memory, and the more
 memories a user has, the closer that nearest one sits by chance (on CRI's long conversation, 900
@@ -27,6 +27,7 @@ from typing import Callable, Collection
 
 import numpy as np
 
+from .background import background_z
 from .calibrate import Calibration
 from .config import MemoryConfig
 from .index import UserIndex
@@ -52,6 +53,9 @@ def select(index: UserIndex, query: np.ndarray, task: str, config: MemoryConfig,
     floor = calibration.cosine_for(max(1e-6, min(1 - 1e-6, config.min_score - config.recent_bonus - config.profile_bonus)))
     floor = max(floor, distinct_floor(sims[live], config.min_distinct))
     eligible = np.flatnonzero(live & (sims >= floor))
+    if calibration.background is not None and config.min_background_z > -10 and len(eligible):  # and above its own chance level (background.py)
+        z = background_z(index.vectors(eligible), sims[eligible], calibration.background)
+        eligible = eligible[z >= config.min_background_z]
     if len(eligible) > CANDIDATES:
         eligible = eligible[np.argpartition(-sims[eligible], CANDIDATES)[:CANDIDATES]]
     relevance = calibration.relevance(sims[eligible])
