@@ -21,6 +21,9 @@ Ordinary requests (`--ordinary N`): the first human messages of N real ShareGPT 
 on_request as one user, each in a session of its own, as a client that names its user on every
 request would send them: how many memories they wrote and how many requests got a block. They are
 different people's unrelated requests, so nearly every block is one they have no use for: harm.
+New users (`--new-users N`): the first N of three other shuffles, each sent as a user of its own, so
+every request meets a user with few memories (below the distinct gate's 20). `--split blind` reads the
+rows no setting was chosen on (measured once, at the end).
 
 Latency: on_request for one user holding `--memories` memories (generated from templates, stored
 through Chroma in a temporary directory and loaded as the proxy loads them), on requests that
@@ -93,11 +96,13 @@ def extraction(split: str, errors: bool) -> dict[str, float]:
 # ----------------------------------------------------------------------------- the policy
 
 
-def make_policy(tmp: str, provider: str | None = None, min_distinct: float | None = None) -> MemoryPolicy:
+def make_policy(tmp: str, provider: str | None = None, min_distinct: float | None = None,
+                min_background_z: float | None = None) -> MemoryPolicy:
     embedder = build_embedder(EmbedderChoice(provider=provider) if provider else EmbedderChoice())
     store = ChromaStore(StorageConfig(path=f"{tmp}/store"))
     services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store)  # type: ignore[arg-type]
     extra = {} if min_distinct is None else {"min_distinct": min_distinct}
+    extra |= {} if min_background_z is None else {"min_background_z": min_background_z}
     return MemoryPolicy(MemoryConfig(refresh_s=0, **extra), services)
 
 
@@ -156,18 +161,30 @@ async def selection(policy: MemoryPolicy, errors: bool) -> dict[str, float]:
 # ----------------------------------------------------------------------------- ordinary requests
 
 
-async def ordinary(policy: MemoryPolicy, n: int) -> dict[str, int]:
+def first_messages(split: str, seed: int) -> list[str]:
     with gzip.open(SHAREGPT, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
-    texts = [r["text"] for r in rows if r["kind"] == "first" and r["split"] == "dev" and r["text"].strip()]
-    random.Random(5).shuffle(texts)
+    texts = [r["text"] for r in rows if r["kind"] == "first" and r["split"] == split and r["text"].strip()]
+    random.Random(seed).shuffle(texts)
+    return texts
+
+
+async def ordinary(policy: MemoryPolicy, n: int, split: str = "dev", seed: int = 5, user: str = "ordinary") -> dict[str, int]:
+    texts = first_messages(split, seed)
     written = blocks = 0
     for i, text in enumerate(texts[:n]):
-        ex = exchange("ordinary", text, 20_000 + i)
+        ex = exchange(user, text, 20_000 + i)
         await policy.on_request(ex)
         written += sum(len(a.detail["ids"]) for a in ex.actions if a.policy == "memory" and a.name == "write")
         blocks += bool(selected_ids(ex))
     return {"requests": min(n, len(texts)), "written": written, "blocks": blocks}
+
+
+async def new_users(policy: MemoryPolicy, split: str, seeds: tuple[int, ...] = (5, 6, 7), n: int = 60) -> dict[str, int]:
+    """The first `n` messages of each seed's shuffle sent as a new user of their own: a user with few
+    memories, before the distinct gate can measure chance (select.py), where background.py acts."""
+    found = [await ordinary(policy, n, split, seed, user=f"new-{seed}") for seed in seeds]
+    return {"requests": sum(f["requests"] for f in found), "blocks": sum(f["blocks"] for f in found)}
 
 
 # ----------------------------------------------------------------------------- latency
@@ -241,7 +258,13 @@ async def main() -> None:
     parser.add_argument("--errors", action="store_true", help="print each misread turn and each imperfect selection")
     parser.add_argument("--embedder", default=None, help="the policy's embedder (e.g. minilm); default: the proxy's")
     parser.add_argument("--min-distinct", type=float, default=None, help="policies.memory.min_distinct (-10: no gate)")
+    parser.add_argument("--min-background-z", type=float, default=None,
+                        help="policies.memory.min_background_z (-10: no gate)")
     parser.add_argument("--ordinary", type=int, default=300, help="ShareGPT first messages sent as one user (0: skip)")
+    parser.add_argument("--new-users", type=int, default=60,
+                        help="ShareGPT first messages sent as each of 3 new users (0: skip)")
+    parser.add_argument("--split", choices=("dev", "blind"), default="dev",
+                        help="the ShareGPT rows of the ordinary and new-user figures (blind: once, at the end)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
     print("extraction (local), a turn predicted a memory when the extractor proposes one:")
@@ -250,17 +273,21 @@ async def main() -> None:
         print(f"  {split:8s} {f['turns']:3d} turns: precision {f['precision']:.2f}  recall {f['recall']:.2f}  "
               f"kind right {f['kind']:.2f}   targets 0.9 / 0.8")
     with tempfile.TemporaryDirectory() as tmp:
-        policy = make_policy(tmp, args.embedder, args.min_distinct)
+        policy = make_policy(tmp, args.embedder, args.min_distinct, args.min_background_z)
         s = await selection(policy, args.errors)
         print(f"selection ({policy.services.embedder.name}, min_score {policy.config.min_score}, min_distinct "
-              f"{policy.config.min_distinct}, top_k {policy.config.top_k}): "
-              f"{s['queries']} requests, {s['memories']} memories")
+              f"{policy.config.min_distinct}, min_background_z {policy.config.min_background_z}, top_k "
+              f"{policy.config.top_k}): {s['queries']} requests, {s['memories']} memories")
         print(f"  precision@5 {s['precision']:.2f}  recall@5 {s['recall']:.2f}  "
               f"unrelated requests given a memory {s['unrelated']:.2f}  ({s['blocks']} blocks)")
         if args.ordinary:
-            o = await ordinary(policy, args.ordinary)
-            print(f"ordinary requests, one user: {o['requests']} ShareGPT first messages wrote {o['written']} memories; "
-                  f"{o['blocks']} requests ({o['blocks'] / max(o['requests'], 1):.0%}) got a block")
+            o = await ordinary(policy, args.ordinary, args.split)
+            print(f"ordinary requests, one user: {o['requests']} ShareGPT first messages ({args.split}) wrote "
+                  f"{o['written']} memories; {o['blocks']} requests ({o['blocks'] / max(o['requests'], 1):.0%}) got a block")
+        if args.new_users:
+            o = await new_users(policy, args.split, n=args.new_users)
+            print(f"new users: 3 x {args.new_users} ShareGPT first messages ({args.split}), each run one new user: "
+                  f"{o['blocks']} of {o['requests']} requests ({o['blocks'] / max(o['requests'], 1):.0%}) got a block")
         if args.memories and args.requests >= 20:  # the first 20 requests warm the policy up
             print(f"latency (one user, {args.memories} memories):")
             await latency(policy, args.memories, args.requests)

@@ -143,11 +143,12 @@ def sessions_in_order(messages: list[dict[str, Any]]) -> list[list[dict[str, Any
     return sorted(sessions.values(), key=lambda s: s[0]["message_id"])
 
 
-def proxy_config(all_policies: bool, embedder: str | None = None, min_score: float | None = None,
-                 min_distinct: float | None = None, context_weight: float | None = None) -> dict[str, Any]:
+def proxy_config(all_policies: bool, embedder: str | None = None, settings: dict[str, float | None] | None = None
+                 ) -> dict[str, Any]:
+    """The proxy's config: memory alone (or every policy), with `settings` (policies.memory keys; None: default)."""
     config: dict[str, Any] = {} if all_policies else {
         "policies": {name: {"enabled": name == "memory"} for name in policy_names()}}
-    for key, value in (("min_score", min_score), ("min_distinct", min_distinct), ("context_weight", context_weight)):
+    for key, value in (settings or {}).items():
         if value is not None:
             config.setdefault("policies", {}).setdefault("memory", {})[key] = value
     if embedder:  # the memory policy alone on another embedder (embeddings.per_policy)
@@ -195,8 +196,8 @@ def block_lines(forwarded: str) -> list[str]:
 
 
 def run(sessions_limit: int | None = None, all_policies: bool = False, errors: bool = False,
-        out: Any = print, embedder: str | None = None, min_score: float | None = None,
-        min_distinct: float | None = None, part: str = "all", context_weight: float | None = None) -> dict[str, Any]:
+        out: Any = print, embedder: str | None = None, settings: dict[str, float | None] | None = None,
+        part: str = "all") -> dict[str, Any]:
     messages, truth = load()
     sessions = sessions_in_order(messages)
     if sessions_limit is not None:
@@ -208,7 +209,7 @@ def run(sessions_limit: int | None = None, all_policies: bool = False, errors: b
 
     os.environ["CTXWARDEN_ADMIN_KEY"] = ADMIN_KEY
     fake, upstream_url = start_fake()
-    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder, min_score, min_distinct, context_weight))
+    proxy, proxy_url = start_proxy(upstream_url, proxy_config(all_policies, embedder, settings))
     started = time.monotonic()
     try:
         r = Run(proxy_url, upstream_url)
@@ -374,13 +375,17 @@ def main() -> None:
     parser.add_argument("--min-score", type=float, default=None, help="policies.memory.min_score (default: the policy's)")
     parser.add_argument("--min-distinct", type=float, default=None,
                         help="policies.memory.min_distinct (default: the policy's; -10 turns the gate off)")
+    parser.add_argument("--min-background-z", type=float, default=None,
+                        help="policies.memory.min_background_z (default: the policy's; -10 turns the gate off)")
     parser.add_argument("--context-weight", type=float, default=None,
                         help="policies.memory.context_weight (default: the policy's; 0: a memory's sentence alone)")
     parser.add_argument("--part", choices=("all", "dev", "heldout"), default="all",
                         help="which turn-labelled questions to score (module docstring); all: all, then each part")
     args = parser.parse_args()
+    settings = {"min_score": args.min_score, "min_distinct": args.min_distinct,
+                "min_background_z": args.min_background_z, "context_weight": args.context_weight}
     run(QUICK_SESSIONS if args.quick else args.sessions, args.all_policies, args.errors, embedder=args.embedder,
-        min_score=args.min_score, min_distinct=args.min_distinct, part=args.part, context_weight=args.context_weight)
+        settings=settings, part=args.part)
 
 
 if __name__ == "__main__":
