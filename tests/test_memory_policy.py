@@ -281,6 +281,8 @@ def test_a_new_users_memory_that_every_request_comes_near_is_not_injected_into_e
     assert action(turn(policy, ROLE_PROMPT, session="p"), "write")["count"] == 1
     blocks = [action(turn(policy, text, session=f"u{i}"), "select") for i, text in enumerate(ORDINARY_ASKS)]
     assert all(b is None for b in blocks) if gate > -10 else all(b is not None for b in blocks)
+    held = [(v, attrs) for n, v, attrs in policy.services.metrics.seen if n == "ctxwarden.memory.held_back"]
+    assert held == ([(1, {"gate": "background"})] * 2 if gate > -10 else [])  # what the gate kept out, said
     turn(policy, "I prefer budget hotels, nothing fancy.", session="h")
     ex = turn(policy, "Find me a hotel in Rome for three nights.", session="r")
     assert action(ex, "select")["count"] == 1 and "budget hotels" in ex.messages[-1]["content"]

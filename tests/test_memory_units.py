@@ -181,6 +181,9 @@ def test_select_injects_only_a_memory_that_stands_out_from_the_users_others():
     ids = lambda: [s.memory.id for s in select(index, query, "", MemoryConfig(min_score=0.0, min_distinct=0.5), CAL,
                                                lambda t: 1)]
     assert ids() == []  # the nearest of 200 by chance is no match
+    held: dict[str, int] = {}
+    select(index, query, "", MemoryConfig(min_score=0.0, min_distinct=0.5), CAL, lambda t: 1, held=held)
+    assert held["distinct"] == 200 and held["background"] == 0  # all relevant enough for min_score 0: all held
     assert len(select(index, query, "", MemoryConfig(min_score=0.0, min_distinct=-10, margin=1), CAL,
                       lambda t: 1)) == 5  # without the gate: the five nearest
     index.put(memory("on_topic", "t"), unit(*([1.0, 0.2] + [0.0] * 14)))
@@ -210,6 +213,9 @@ def test_select_leaves_out_a_memory_as_close_to_ordinary_requests_as_to_this_one
     gated = Calibration(slope=10.0, intercept=-5.0, background=ordinary_requests())
     pick = lambda cal, **cfg: [s.memory.id for s in select(index, query, "", MemoryConfig(**cfg), cal, lambda t: 1)]
     assert pick(gated) == ["specific"]
+    held: dict[str, int] = {}
+    select(index, query, "", MemoryConfig(), gated, lambda t: 1, held=held)
+    assert held == {"distinct": 0, "background": 1}  # a new user: no distinct gate yet; the hub held back
     assert sorted(pick(gated, min_background_z=-10)) == ["hub", "specific"]  # the gate off
     assert sorted(pick(CAL)) == ["hub", "specific"]  # a calibration without a background: no gate
 

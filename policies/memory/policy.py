@@ -233,8 +233,12 @@ class MemoryPolicy(BasePolicy):
         calibration = await self.calibration()
         query = np.asarray(self.services.embedder.embed([text])[0], dtype=np.float32)
         in_conversation = {k.split("#", 1)[0] for k in keys.values()}
+        held: dict[str, int] = {}
         chosen = select(index, query, owner.task, self.config, calibration,
-                        lambda t: self.services.tokens.count_text(t, ex.model), in_conversation)
+                        lambda t: self.services.tokens.count_text(t, ex.model), in_conversation, held=held)
+        for gate, count in held.items():  # what the chance gates kept out: the figures to tune them by
+            if count:
+                self.services.metrics.add("ctxwarden.memory.held_back", count, gate=gate)
         if not chosen:
             return Given()
         self.record(ex, "select", count=len(chosen), ids=[s.memory.id for s in chosen],

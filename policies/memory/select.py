@@ -45,17 +45,21 @@ class Selected:
 
 
 def select(index: UserIndex, query: np.ndarray, task: str, config: MemoryConfig, calibration: Calibration,
-           count_tokens: Callable[[str], int], exclude_messages: Collection[str] = (), now: float | None = None) -> list[Selected]:
+           count_tokens: Callable[[str], int], exclude_messages: Collection[str] = (), now: float | None = None,
+           held: dict[str, int] | None = None) -> list[Selected]:
+    """The memories to inject, best first; `held` (when given) gets how many live memories relevant
+    enough for min_score each chance gate held back: "distinct" and "background"."""
     sims, live = index.similarities(query)
     if not len(sims):
         return []
     now = time.time() if now is None else now
-    floor = calibration.cosine_for(max(1e-6, min(1 - 1e-6, config.min_score - config.recent_bonus - config.profile_bonus)))
-    floor = max(floor, distinct_floor(sims[live], config.min_distinct))
-    eligible = np.flatnonzero(live & (sims >= floor))
-    if calibration.background is not None and config.min_background_z > -10 and len(eligible):  # and above its own chance level (background.py)
-        z = background_z(index.vectors(eligible), sims[eligible], calibration.background)
-        eligible = eligible[z >= config.min_background_z]
+    relevant = live & (sims >= calibration.cosine_for(
+        max(1e-6, min(1 - 1e-6, config.min_score - config.recent_bonus - config.profile_bonus))))
+    eligible = np.flatnonzero(relevant & (sims >= distinct_floor(sims[live], config.min_distinct)))
+    standing = _above_background(index, eligible, sims, calibration, config.min_background_z)
+    if held is not None:
+        held["distinct"], held["background"] = int(relevant.sum()) - len(eligible), len(eligible) - len(standing)
+    eligible = standing
     if len(eligible) > CANDIDATES:
         eligible = eligible[np.argpartition(-sims[eligible], CANDIDATES)[:CANDIDATES]]
     relevance = calibration.relevance(sims[eligible])
@@ -81,6 +85,16 @@ def select(index: UserIndex, query: np.ndarray, task: str, config: MemoryConfig,
         kept.append(item)
         used += cost
     return kept
+
+
+def _above_background(index: UserIndex, positions: np.ndarray, sims: np.ndarray, calibration: Calibration,
+                      min_z: float) -> np.ndarray:
+    """The memories at `positions` whose cosine with the request stands out from their own background
+    (background.py); all of them when there is no background or the gate is off (-10)."""
+    if calibration.background is None or min_z <= -10 or not len(positions):
+        return positions
+    z = background_z(index.vectors(positions), sims[positions], calibration.background)
+    return positions[z >= min_z]
 
 
 def distinct_floor(live_sims: np.ndarray, min_distinct: float) -> float:
