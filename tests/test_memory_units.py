@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ctxwarden.policies.base import Exchange
+from ctxwarden.policies.memory import background
 from ctxwarden.policies.memory.background import background_requests, background_z
 from ctxwarden.policies.memory.calibrate import Calibration, fit
 from ctxwarden.policies.memory.config import MemoryConfig
@@ -345,3 +346,15 @@ def test_blocks_naming_a_deleted_memory_are_dropped_and_others_put_back():
     assert own.drop_missing(lambda mid: mid == "mem_1") == 1
     assert list(own.blocks) == ["a#0"]
     assert own.apply(msgs, {0: "x#0"}) is None
+
+
+def test_without_the_background_file_memory_selects_without_that_gate_and_says_so(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(background, "BACKGROUND_FILE", tmp_path / "missing.txt")
+    background.background_requests.cache_clear()
+    try:
+        with caplog.at_level("ERROR"):
+            cal = fit(FakeEmbedder())
+    finally:
+        background.background_requests.cache_clear()
+    assert cal.background is None and "min_background_z is not applied" in caplog.text
+    assert cal.relevance(np.array([0.9]))[0] > 0  # the calibration itself stands

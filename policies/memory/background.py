@@ -20,6 +20,7 @@ labelled selection kept every figure, with its 30 memories and with 5-15 of them
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import numpy as np
 from ..base import Embedder, embed_array
 
 BACKGROUND_FILE = Path(__file__).with_name("background_requests.txt")
+log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=1)
@@ -37,9 +39,17 @@ def background_requests() -> tuple[str, ...]:
     return tuple(line for line in lines if line.strip() and not line.startswith("#"))
 
 
-def embed_background(embedder: Embedder) -> np.ndarray:
-    """The sample's unit vectors (n, dim), once per embedder (the policy keeps them with its calibration)."""
-    vectors = embed_array(embedder, background_requests())
+def embed_background(embedder: Embedder) -> np.ndarray | None:
+    """The sample's unit vectors (n, dim), once per embedder (the policy keeps them with its calibration);
+    None, said in the log, when the shipped file cannot be read (an install without the package's data):
+    memory then selects without this gate rather than not at all."""
+    try:
+        requests = background_requests()
+    except OSError as exc:
+        log.error("memory: the background requests (%s) cannot be read, so min_background_z is not applied: %s",
+                  BACKGROUND_FILE, exc)
+        return None
+    vectors = embed_array(embedder, requests)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
