@@ -97,12 +97,21 @@ def extraction(split: str, errors: bool) -> dict[str, float]:
 
 
 def make_policy(tmp: str, provider: str | None = None, min_distinct: float | None = None,
-                min_background_z: float | None = None) -> MemoryPolicy:
+                min_background_z: float | None = None, confirm_with: str | None = None) -> MemoryPolicy:
     embedder = build_embedder(EmbedderChoice(provider=provider) if provider else EmbedderChoice())
     store = ChromaStore(StorageConfig(path=f"{tmp}/store"))
-    services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store)  # type: ignore[arg-type]
+    built = {provider or "wordllama": embedder}
+
+    def named(name: str):  # as the proxy's Services.embedder_named: one of each, built on first use
+        if name not in built:
+            built[name] = build_embedder(EmbedderChoice(provider=name))  # type: ignore[arg-type]
+        return built[name]
+
+    services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store,  # type: ignore[arg-type]
+                        embedder_named=named)
     extra = {} if min_distinct is None else {"min_distinct": min_distinct}
     extra |= {} if min_background_z is None else {"min_background_z": min_background_z}
+    extra |= {} if confirm_with is None else {"confirm_with": confirm_with}
     return MemoryPolicy(MemoryConfig(refresh_s=0, **extra), services)
 
 
@@ -260,6 +269,7 @@ async def main() -> None:
     parser.add_argument("--min-distinct", type=float, default=None, help="policies.memory.min_distinct (-10: no gate)")
     parser.add_argument("--min-background-z", type=float, default=None,
                         help="policies.memory.min_background_z (-10: no gate)")
+    parser.add_argument("--confirm-with", default=None, help="policies.memory.confirm_with (none: not read again)")
     parser.add_argument("--ordinary", type=int, default=300, help="ShareGPT first messages sent as one user (0: skip)")
     parser.add_argument("--new-users", type=int, default=60,
                         help="ShareGPT first messages sent as each of 3 new users (0: skip)")
@@ -273,10 +283,11 @@ async def main() -> None:
         print(f"  {split:8s} {f['turns']:3d} turns: precision {f['precision']:.2f}  recall {f['recall']:.2f}  "
               f"kind right {f['kind']:.2f}   targets 0.9 / 0.8")
     with tempfile.TemporaryDirectory() as tmp:
-        policy = make_policy(tmp, args.embedder, args.min_distinct, args.min_background_z)
+        policy = make_policy(tmp, args.embedder, args.min_distinct, args.min_background_z, args.confirm_with)
         s = await selection(policy, args.errors)
         print(f"selection ({policy.services.embedder.name}, min_score {policy.config.min_score}, min_distinct "
-              f"{policy.config.min_distinct}, min_background_z {policy.config.min_background_z}, top_k "
+              f"{policy.config.min_distinct}, min_background_z {policy.config.min_background_z}, confirm_with "
+              f"{policy.config.confirm_with}, top_k "
               f"{policy.config.top_k}): {s['queries']} requests, {s['memories']} memories")
         print(f"  precision@5 {s['precision']:.2f}  recall@5 {s['recall']:.2f}  "
               f"unrelated requests given a memory {s['unrelated']:.2f}  ({s['blocks']} blocks)")

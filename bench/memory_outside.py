@@ -143,7 +143,7 @@ def sessions_in_order(messages: list[dict[str, Any]]) -> list[list[dict[str, Any
     return sorted(sessions.values(), key=lambda s: s[0]["message_id"])
 
 
-def proxy_config(all_policies: bool, embedder: str | None = None, settings: dict[str, float | None] | None = None
+def proxy_config(all_policies: bool, embedder: str | None = None, settings: dict[str, float | str | None] | None = None
                  ) -> dict[str, Any]:
     """The proxy's config: memory alone (or every policy), with `settings` (policies.memory keys; None: default)."""
     config: dict[str, Any] = {} if all_policies else {
@@ -196,7 +196,7 @@ def block_lines(forwarded: str) -> list[str]:
 
 
 def run(sessions_limit: int | None = None, all_policies: bool = False, errors: bool = False,
-        out: Any = print, embedder: str | None = None, settings: dict[str, float | None] | None = None,
+        out: Any = print, embedder: str | None = None, settings: dict[str, float | str | None] | None = None,
         part: str = "all") -> dict[str, Any]:
     messages, truth = load()
     sessions = sessions_in_order(messages)
@@ -375,6 +375,8 @@ def main() -> None:
     parser.add_argument("--min-score", type=float, default=None, help="policies.memory.min_score (default: the policy's)")
     parser.add_argument("--min-distinct", type=float, default=None,
                         help="policies.memory.min_distinct (default: the policy's; -10 turns the gate off)")
+    parser.add_argument("--confirm-with", default=None,
+                        help="policies.memory.confirm_with (default: the policy's; none: chosen memories not read again)")
     parser.add_argument("--min-background-z", type=float, default=None,
                         help="policies.memory.min_background_z (default: the policy's; -10 turns the gate off)")
     parser.add_argument("--context-weight", type=float, default=None,
@@ -383,7 +385,8 @@ def main() -> None:
                         help="which turn-labelled questions to score (module docstring); all: all, then each part")
     args = parser.parse_args()
     settings = {"min_score": args.min_score, "min_distinct": args.min_distinct,
-                "min_background_z": args.min_background_z, "context_weight": args.context_weight}
+                "min_background_z": args.min_background_z, "context_weight": args.context_weight,
+                "confirm_with": args.confirm_with}
     run(QUICK_SESSIONS if args.quick else args.sessions, args.all_policies, args.errors, embedder=args.embedder,
         settings=settings, part=args.part)
 

@@ -123,8 +123,8 @@ class Services:
     complete: Complete | None = None
     complete_raw: CompleteRaw | None = None
     context_window: Callable[[str], int] = lambda model: 128_000
-    # Content versions every replica sees (a state.Versions: the proxy's state backend); None: none.
-    versions: Any = None
+    versions: Any = None  # content versions every replica sees (a state.Versions: the state backend); None: none
+    embedder_named: Callable[[str], Embedder] | None = None  # another embedder by provider ("minilm"); may raise
     # Objects the policies of one pipeline share (e.g. the scratchpad history and archive both use).
     # A policy's own copy of Services (its own embedder) keeps the same dict, so sharing survives it.
     shared: dict[str, Any] = field(default_factory=dict)

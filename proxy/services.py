@@ -49,6 +49,19 @@ class LazyEmbedder:
         return self._get().embed_array(texts)
 
 
+class NamedEmbedders:
+    """Embedders by provider name (Services.embedder_named), each loaded on first use and shared by every
+    policy that asks for it: one MiniLM session per process, however many policies read with it."""
+
+    def __init__(self, main: EmbedderChoice, main_embedder: LazyEmbedder) -> None:
+        self._built: dict[str, LazyEmbedder] = {main.provider: main_embedder} if main.model is None else {}
+
+    def __call__(self, provider: str) -> LazyEmbedder:
+        if provider not in self._built:
+            self._built[provider] = LazyEmbedder(EmbedderChoice(provider=provider))  # type: ignore[arg-type]
+        return self._built[provider]
+
+
 def make_complete_raw(upstream: Upstream):
     async def complete_raw(model: str, messages: list[dict[str, Any]], exchange: Exchange | None = None,
                            **kwargs: Any) -> dict[str, Any]:
@@ -78,11 +91,13 @@ def make_complete(upstream: Upstream, complete_raw=None):
 
 def build_services(settings: Settings, telemetry: Telemetry, upstream: Upstream, models: ModelInfo) -> Services:
     complete_raw = make_complete_raw(upstream)
+    embedder = LazyEmbedder(settings.embeddings)
     return Services(
         versions=build_state(settings.state, telemetry.metrics),
         tokens=TiktokenCounter(),
         metrics=telemetry.metrics,
-        embedder=LazyEmbedder(settings.embeddings),
+        embedder=embedder,
+        embedder_named=NamedEmbedders(settings.embeddings, embedder),
         store=ChromaStore(settings.storage),
         complete=make_complete(upstream, complete_raw),
         complete_raw=complete_raw,
@@ -95,4 +110,5 @@ def services_for(policy_name: str, settings: Settings, services: Services) -> Se
     choice = settings.embeddings.per_policy.get(policy_name)
     if choice is None:
         return services
-    return dataclasses.replace(services, embedder=LazyEmbedder(choice))
+    shared = services.embedder_named is not None and choice.model is None  # the process's one of that provider
+    return dataclasses.replace(services, embedder=services.embedder_named(choice.provider) if shared else LazyEmbedder(choice))

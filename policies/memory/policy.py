@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Any
 
 import numpy as np
 
-from ..base import BasePolicy, Exchange, Reject, Respond, Services, Verdict, run_cpu
+from ..base import BasePolicy, Embedder, Exchange, Reject, Respond, Services, Verdict, run_cpu
 from ..cache import stable_hash
 from ..errors import CtxwardenError
 from ..messages import content_text, last_user_index
@@ -37,6 +38,7 @@ from .admin import MemoryAdmin
 from .ask import parse_choice, question
 from .calibrate import Calibration, fit
 from .config import MemoryConfig
+from .confirm import confirm, read_ahead
 from .extract import Candidate, candidates
 from .hints import HintError, Owner, owner_of
 from .index import UserIndex
@@ -65,6 +67,9 @@ class MemoryPolicy(BasePolicy):
         self.session_states = self.sessions  # carried between replicas by a shared state backend
         self._store: MemoryStore | None = None
         self._calibration: Calibration | None = None
+        self._second: tuple[Embedder, Calibration] | None = None  # the confirm_with embedder, calibrated (confirm.py)
+        self._second_ready = False
+        self._second_lock = threading.Lock()
         self._llm = LLMExtractor(services, config.judge_model, config.judge_timeout_s) if config.extract == "llm" else None
 
     # ------------------------------------------------------------------ services
@@ -84,6 +89,36 @@ class MemoryPolicy(BasePolicy):
             log.info("memory: relevance calibrated for %s (0.7 at cosine %.3f)", self._calibration.embedder,
                      self._calibration.cosine_for(0.7))
         return self._calibration
+
+    async def second_reader(self) -> tuple[Embedder, Calibration] | None:
+        """The confirm_with embedder and its calibration, prepared once per process; None when there is
+        none to read with. Prepared in a thread under a lock, not in a task of one event loop: whichever
+        loop asks first, every caller waits for the same preparation."""
+        if self._second_ready:
+            return self._second
+        return await asyncio.to_thread(self._second_reader)
+
+    def _second_reader(self) -> tuple[Embedder, Calibration] | None:
+        with self._second_lock:
+            if not self._second_ready:
+                self._second, self._second_ready = self._prepare_second(), True
+        return self._second
+
+    def _prepare_second(self) -> tuple[Embedder, Calibration] | None:
+        named, wanted = self.services.embedder_named, self.config.confirm_with
+        if wanted == "none" or named is None:
+            return None
+        try:
+            embedder = named(wanted)
+            if embedder is None or embedder.name == getattr(self.services.embedder, "name", None):
+                return None  # no second opinion to be had from the same reader
+            calibration = fit(embedder)
+        except Exception as exc:  # a model that cannot load: select as without it, and say so once
+            log.error("memory: confirm_with %s is not available, so chosen memories are not read again: %s", wanted, exc)
+            return None
+        log.info("memory: chosen memories are read again with %s (0.7 at cosine %.3f)", calibration.embedder,
+                 calibration.cosine_for(0.7))
+        return embedder, calibration
 
     # ------------------------------------------------------------------ request
 
@@ -178,7 +213,18 @@ class MemoryPolicy(BasePolicy):
         report = await asyncio.to_thread(write, self.store, owner, found, self.config.strategy, origin,
                                          Matcher(self.services.embedder), None, context, self.config.context_weight)
         self._report_write(ex, report, asks=source != "tool")
+        await self._read_ahead([m.text for m in report.written])
         return report
+
+    async def _read_ahead(self, texts: list[str]) -> None:
+        """New memories read by the second embedder now (confirm.read_ahead); the first write of the
+        process starts preparing that embedder in the background, so selection rarely waits for it."""
+        if not texts or self.config.confirm_with == "none":
+            return
+        if not self._second_ready:
+            threading.Thread(target=self._second_reader, name="memory-confirm-prepare", daemon=True).start()
+        elif self._second is not None:
+            await asyncio.to_thread(read_ahead, self._second[0], texts)
 
     async def _consistent_with_kb(self, ex: Exchange, found: list[Candidate]) -> list[Candidate]:
         """The write gate's consistency with the knowledge base (RF-005): a memory the tenant's KB
@@ -236,6 +282,10 @@ class MemoryPolicy(BasePolicy):
         held: dict[str, int] = {}
         chosen = select(index, query, owner.task, self.config, calibration,
                         lambda t: self.services.tokens.count_text(t, ex.model), in_conversation, held=held)
+        second = await self.second_reader() if chosen else None
+        if second is not None:
+            confirmed = await asyncio.to_thread(confirm, *second, text, chosen, self.config)
+            chosen, held["confirm"] = confirmed.kept, len(confirmed.dropped)
         for gate, count in held.items():  # what the chance gates kept out: the figures to tune them by
             if count:
                 self.services.metrics.add("ctxwarden.memory.held_back", count, gate=gate)
