@@ -11,8 +11,9 @@ without one, or with x-ctxwarden-memory: off):
      contradicts is not stored (memory.rejected; the poisoning policy's check, via Services.shared);
      With `tool_results: true`, the tool results after that message are read too (source "tool",
      only `tool_result_kinds`; an ask_user contradiction from a tool keeps both, unasked);
-  2. the user's memories visible to the task are scored against that message (select.py) and the
-     best go, as one `Relevant context:` block, at the start of that message (inject.py): memory.select.
+  2. the user's memories visible to the task are scored against that message (select.py), the chosen
+     ones read again by a second embedder (confirm.py, confirm_with), and those both readers keep go,
+     as one `Relevant context:` block, at the start of that message (inject.py): memory.select.
 Blocks are remembered per session (session.py; carried between replicas by a shared state backend)
 and put back in the same place on later turns (prefix stability).
 """
@@ -213,18 +214,19 @@ class MemoryPolicy(BasePolicy):
         report = await asyncio.to_thread(write, self.store, owner, found, self.config.strategy, origin,
                                          Matcher(self.services.embedder), None, context, self.config.context_weight)
         self._report_write(ex, report, asks=source != "tool")
-        await self._read_ahead([m.text for m in report.written])
+        self._read_ahead([m.text for m in report.written])
         return report
 
-    async def _read_ahead(self, texts: list[str]) -> None:
+    def _read_ahead(self, texts: list[str]) -> None:
         """New memories read by the second embedder now (confirm.read_ahead); the first write of the
         process starts preparing that embedder in the background, so selection rarely waits for it."""
         if not texts or self.config.confirm_with == "none":
             return
         if not self._second_ready:
             threading.Thread(target=self._second_reader, name="memory-confirm-prepare", daemon=True).start()
-        elif self._second is not None:
-            await asyncio.to_thread(read_ahead, self._second[0], texts)
+        elif self._second is not None:  # not awaited: the request that wrote them does not wait for it
+            done = asyncio.get_running_loop().run_in_executor(None, read_ahead, self._second[0], texts)
+            done.add_done_callback(_log_failure)
 
     async def _consistent_with_kb(self, ex: Exchange, found: list[Candidate]) -> list[Candidate]:
         """The write gate's consistency with the knowledge base (RF-005): a memory the tenant's KB
@@ -323,6 +325,11 @@ class MemoryPolicy(BasePolicy):
 
 class MemoryUnavailable(CtxwardenError, RuntimeError):
     """The policy has no store or no embedder to work with (a wiring error, reported as memory.failed)."""
+
+
+def _log_failure(done: asyncio.Future) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("memory: reading new memories with the second embedder failed: %s", done.exception())
 
 
 def _bounded_candidates(text: str, max_chars: int) -> list:
