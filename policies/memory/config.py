@@ -39,8 +39,8 @@ class MemoryConfig(PolicyConfig):
     # hotels" for "Find me a hotel in Rome" (z 1.9 with the static embedder). -10 turns it off.
     min_background_z: float = Field(1.5, ge=-10, le=20)
     # SELECT's choice is read again by this embedder (confirm.py), a contextual one where the policy's is
-    # static: a memory is kept only when it passes min_score and min_background_z there too. "none": not
-    # read again (also when it is the policy's own embedder, or cannot be built: said once in the log).
+    # static: a memory is kept only when it passes min_score there too. "none": not read again (also when
+    # it is the policy's own embedder, or cannot be built: said once in the log).
     confirm_with: Literal["minilm", "wordllama", "minilm+wordllama", "none"] = "minilm"
     # A memory's vector is its sentence read with the user turn it came from (writer.in_context):
     # unit(sentence + context_weight * turn), for turns of at most CONTEXT_CHARS (policy.py); 0: the

@@ -113,7 +113,7 @@ class MemoryPolicy(BasePolicy):
             embedder = named(wanted)
             if embedder is None or embedder.name == getattr(self.services.embedder, "name", None):
                 return None  # no second opinion to be had from the same reader
-            calibration = fit(embedder)
+            calibration = fit(embedder, background=False)  # its relevance is the test (confirm.py)
         except Exception as exc:  # a model that cannot load: select as without it, and say so once
             log.error("memory: confirm_with %s is not available, so chosen memories are not read again: %s", wanted, exc)
             return None
