@@ -214,3 +214,21 @@ def test_the_proxy_builds_each_named_embedder_once_and_policies_share_it():
     assert named("wordllama") is main  # the policy's own: no second model loaded for it
     assert named("minilm") is named("minilm") is services_for("tools", settings, services).embedder
     assert services_for("memory", settings, services) is services
+
+
+def test_a_long_memory_is_read_by_its_head_a_few_at_a_time():
+    from ctxwarden.policies.memory.confirm import MEMORY_CHARS, READ_AHEAD_BATCH, read_ahead
+
+    batches: list[list[str]] = []
+
+    class Recording:
+        name, dim = "recording", 2
+
+        def embed(self, texts):
+            batches.append(list(texts))
+            return [[1.0, 0.0] for _ in texts]
+
+    pasted = "word " * 40_000  # a memory written from a paste with no sentence end: 200 KB
+    read_ahead(Recording(), [pasted] + [f"I like tea {i}." for i in range(9)])
+    assert [len(b) for b in batches] == [READ_AHEAD_BATCH, READ_AHEAD_BATCH, 2]
+    assert batches[0][0] == pasted[:MEMORY_CHARS]

@@ -39,6 +39,13 @@ from .select import Selected
 # grows with length (~0.3 ms a token on one core here). On bench/memories.py 200, 300 and 600
 # characters gave the same figures as 4,000 (one or two blocks of 480 apart).
 QUERY_CHARS = 300
+# A memory is read by at most this much (MiniLM reads ~256 tokens, ~1,000 characters of prose; a memory
+# written from a paste can be one long "sentence"), the same head here and when read ahead, so the
+# second embedder's cache, keyed by text, finds it.
+MEMORY_CHARS = 1_000
+# New memories are read ahead a few at a time: a batch pads to its longest text, and 32 memories of 256
+# tokens hold ~100 MB of attention scores at once (the fuzz bench's transient RSS peaks).
+READ_AHEAD_BATCH = 4
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ def confirm(embedder: Embedder, calibration: Calibration, request: str, chosen: 
     run it in a worker thread."""
     if not chosen:
         return Confirmed([], [])
-    vectors = embed_array(embedder, [request[:QUERY_CHARS], *(s.memory.text for s in chosen)])
+    vectors = embed_array(embedder, [request[:QUERY_CHARS], *(s.memory.text[:MEMORY_CHARS] for s in chosen)])
     vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
     sims = vectors[1:] @ vectors[0]
     bonuses = np.array([s.score - s.relevance for s in chosen])  # recent / profile bonuses, as SELECT gave them
@@ -66,5 +73,6 @@ def confirm(embedder: Embedder, calibration: Calibration, request: str, chosen: 
 def read_ahead(embedder: Embedder, texts: list[str]) -> None:
     """Embed new memories with the second embedder when they are written (its cache keeps them by text),
     so that a request they are chosen for pays only for its own embedding."""
-    if texts:
-        embed_array(embedder, texts)
+    heads = [text[:MEMORY_CHARS] for text in texts]
+    for start in range(0, len(heads), READ_AHEAD_BATCH):
+        embed_array(embedder, heads[start : start + READ_AHEAD_BATCH])

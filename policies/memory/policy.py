@@ -24,6 +24,7 @@ import asyncio
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,10 @@ log = logging.getLogger("ctxwarden.memory")
 TOOL_RESULT_CHARS = 4000  # of a tool result read for memories (extraction costs ~4 µs a character)
 # a memory's vector is read with its turn (config.context_weight) when the turn is at most this long
 CONTEXT_CHARS = 2000
-KB_CHECK = "kb_contradiction"  # Services.shared: the poisoning policy's KB check (poisoning/kb_gate.py)
+KB_CHECK = "kb_contradiction"
+# The second reader's work (confirm.py) runs on one thread of its own: the model serializes its runs anyway,
+# and its transient buffers then stay in one malloc arena instead of one per worker thread.
+SECOND_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-confirm")  # Services.shared: the poisoning policy's KB check (poisoning/kb_gate.py)
 
 
 class MemoryPolicy(BasePolicy):
@@ -225,7 +229,7 @@ class MemoryPolicy(BasePolicy):
         if not self._second_ready:
             threading.Thread(target=self._second_reader, name="memory-confirm-prepare", daemon=True).start()
         elif self._second is not None:  # not awaited: the request that wrote them does not wait for it
-            done = asyncio.get_running_loop().run_in_executor(None, read_ahead, self._second[0], texts)
+            done = asyncio.get_running_loop().run_in_executor(SECOND_READER, read_ahead, self._second[0], texts)
             done.add_done_callback(_log_failure)
 
     async def _consistent_with_kb(self, ex: Exchange, found: list[Candidate]) -> list[Candidate]:
@@ -286,7 +290,8 @@ class MemoryPolicy(BasePolicy):
                         lambda t: self.services.tokens.count_text(t, ex.model), in_conversation, held=held)
         second = await self.second_reader() if chosen else None
         if second is not None:
-            confirmed = await asyncio.to_thread(confirm, *second, text, chosen, self.config)
+            confirmed = await asyncio.get_running_loop().run_in_executor(
+                SECOND_READER, confirm, *second, text, chosen, self.config)
             chosen, held["confirm"] = confirmed.kept, len(confirmed.dropped)
         for gate, count in held.items():  # what the chance gates kept out: the figures to tune them by
             if count:
