@@ -55,10 +55,10 @@ log = logging.getLogger("ctxwarden.memory")
 TOOL_RESULT_CHARS = 4000  # of a tool result read for memories (extraction costs ~4 µs a character)
 # a memory's vector is read with its turn (config.context_weight) when the turn is at most this long
 CONTEXT_CHARS = 2000
-KB_CHECK = "kb_contradiction"
+KB_CHECK = "kb_contradiction"  # Services.shared: the poisoning policy's KB check (poisoning/kb_gate.py)
 # The second reader's work (confirm.py) runs on one thread of its own: the model serializes its runs anyway,
 # and its transient buffers then stay in one malloc arena instead of one per worker thread.
-SECOND_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-confirm")  # Services.shared: the poisoning policy's KB check (poisoning/kb_gate.py)
+SECOND_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-confirm")
 
 
 class MemoryPolicy(BasePolicy):
@@ -73,7 +73,7 @@ class MemoryPolicy(BasePolicy):
         self._store: MemoryStore | None = None
         self._calibration: Calibration | None = None
         self._second: tuple[Embedder, Calibration] | None = None  # the confirm_with embedder, calibrated (confirm.py)
-        self._second_ready = False
+        self._second_ready = self._second_started = False
         self._second_lock = threading.Lock()
         self._llm = LLMExtractor(services, config.judge_model, config.judge_timeout_s) if config.extract == "llm" else None
 
@@ -227,7 +227,9 @@ class MemoryPolicy(BasePolicy):
         if not texts or self.config.confirm_with == "none":
             return
         if not self._second_ready:
-            threading.Thread(target=self._second_reader, name="memory-confirm-prepare", daemon=True).start()
+            if not self._second_started:  # once: later writes while it loads are not read ahead
+                self._second_started = True
+                threading.Thread(target=self._second_reader, name="memory-confirm-prepare", daemon=True).start()
         elif self._second is not None:  # not awaited: the request that wrote them does not wait for it
             done = asyncio.get_running_loop().run_in_executor(SECOND_READER, read_ahead, self._second[0], texts)
             done.add_done_callback(_log_failure)
