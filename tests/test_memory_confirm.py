@@ -22,7 +22,7 @@ from ctxwarden.policies.memory.calibrate import Calibration
 from ctxwarden.policies.memory.config import MemoryConfig
 from ctxwarden.policies.memory.confirm import confirm
 from ctxwarden.policies.memory.model import Memory
-from ctxwarden.policies.memory.policy import MemoryPolicy
+from ctxwarden.policies.memory.policy import SECOND_READER, MemoryPolicy
 from ctxwarden.policies.memory.select import Selected
 from ctxwarden.policies.text.tokens import TiktokenCounter
 from ctxwarden.proxy.config import EmbedderChoice, StorageConfig
@@ -140,6 +140,7 @@ def test_new_memories_are_read_by_the_second_embedder_when_written(make, embedde
     asyncio.run(policy.second_reader())  # prepared in the background from the first write
     seen.clear()
     ex = turn(policy, "I work at a hospital.", "b")
+    SECOND_READER.submit(lambda: None).result(timeout=60)  # its one thread: the read ahead, not awaited, is done
     assert seen == ["I work at a hospital."] and chosen(ex) == 0
 
 
