@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base import Embedder, embed_array
-from .background import background_z
+from .background import standing
 from .calibrate import Calibration
 from .config import MemoryConfig
 from .select import Selected
@@ -65,8 +65,7 @@ def confirm(embedder: Embedder, calibration: Calibration, request: str, chosen: 
     sims = vectors[1:] @ vectors[0]
     bonuses = np.array([s.score - s.relevance for s in chosen])  # recent / profile bonuses, as SELECT gave them
     passes = calibration.relevance(sims) + bonuses >= config.min_score
-    if calibration.background is not None and config.min_background_z > -10:
-        passes &= background_z(vectors[1:], sims, calibration.background) >= config.min_background_z
+    passes &= standing(vectors[1:], sims, calibration.background, config.min_background_z)
     return Confirmed([s for s, ok in zip(chosen, passes) if ok], [s for s, ok in zip(chosen, passes) if not ok])
 
 

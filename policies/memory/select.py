@@ -27,7 +27,7 @@ from typing import Callable, Collection
 
 import numpy as np
 
-from .background import background_z
+from .background import standing
 from .calibrate import Calibration
 from .config import MemoryConfig
 from .index import UserIndex
@@ -91,10 +91,7 @@ def _above_background(index: UserIndex, positions: np.ndarray, sims: np.ndarray,
                       min_z: float) -> np.ndarray:
     """The memories at `positions` whose cosine with the request stands out from their own background
     (background.py); all of them when there is no background or the gate is off (-10)."""
-    if calibration.background is None or min_z <= -10 or not len(positions):
-        return positions
-    z = background_z(index.vectors(positions), sims[positions], calibration.background)
-    return positions[z >= min_z]
+    return positions[standing(index.vectors(positions), sims[positions], calibration.background, min_z)]
 
 
 def distinct_floor(live_sims: np.ndarray, min_distinct: float) -> float:
