@@ -56,7 +56,7 @@ from ctxwarden.policies.memory.model import Memory, memory_id  # noqa: E402
 from ctxwarden.policies.memory.policy import MemoryPolicy  # noqa: E402
 from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
 from ctxwarden.proxy.config import EmbedderChoice, StorageConfig  # noqa: E402
-from ctxwarden.proxy.embeddings import build_embedder  # noqa: E402
+from ctxwarden.proxy.services import LazyEmbedder, NamedEmbedders  # noqa: E402
 from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "memories"
@@ -98,17 +98,11 @@ def extraction(split: str, errors: bool) -> dict[str, float]:
 
 def make_policy(tmp: str, provider: str | None = None, min_distinct: float | None = None,
                 min_background_z: float | None = None, confirm_with: str | None = None) -> MemoryPolicy:
-    embedder = build_embedder(EmbedderChoice(provider=provider) if provider else EmbedderChoice())
+    choice = EmbedderChoice(provider=provider) if provider else EmbedderChoice()
+    embedder = LazyEmbedder(choice)
     store = ChromaStore(StorageConfig(path=f"{tmp}/store"))
-    built = {provider or "wordllama": embedder}
-
-    def named(name: str):  # as the proxy's Services.embedder_named: one of each, built on first use
-        if name not in built:
-            built[name] = build_embedder(EmbedderChoice(provider=name))  # type: ignore[arg-type]
-        return built[name]
-
     services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store,  # type: ignore[arg-type]
-                        embedder_named=named)
+                        embedder_named=NamedEmbedders(choice, embedder))  # as the proxy: one of each provider
     extra = {} if min_distinct is None else {"min_distinct": min_distinct}
     extra |= {} if min_background_z is None else {"min_background_z": min_background_z}
     extra |= {} if confirm_with is None else {"confirm_with": confirm_with}
