@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,6 +33,7 @@ from ..cache import stable_hash
 from ..errors import CtxwardenError
 from ..messages import content_text, last_user_index
 from ..state import SessionLRU
+from ..text.prepared import PreparedOnce
 from ..text.statements.match import Matcher
 from ..text.window import analysis_windows
 from .admin import MemoryAdmin
@@ -72,9 +72,9 @@ class MemoryPolicy(BasePolicy):
         self.session_states = self.sessions  # carried between replicas by a shared state backend
         self._store: MemoryStore | None = None
         self._calibration: Calibration | None = None
-        self._second: tuple[Embedder, Calibration] | None = None  # the confirm_with embedder, calibrated (confirm.py)
-        self._second_ready = self._second_started = False
-        self._second_lock = threading.Lock()
+        # the confirm_with embedder, calibrated (confirm.py), once per process
+        self._second: PreparedOnce[tuple[Embedder, Calibration]] = PreparedOnce(self._prepare_second,
+                                                                                "memory-confirm-prepare")
         self._llm = LLMExtractor(services, config.judge_model, config.judge_timeout_s) if config.extract == "llm" else None
 
     # ------------------------------------------------------------------ services
@@ -96,18 +96,10 @@ class MemoryPolicy(BasePolicy):
         return self._calibration
 
     async def second_reader(self) -> tuple[Embedder, Calibration] | None:
-        """The confirm_with embedder and its calibration, prepared once per process; None when there is
-        none to read with. Prepared in a thread under a lock, not in a task of one event loop: whichever
-        loop asks first, every caller waits for the same preparation."""
-        if self._second_ready:
-            return self._second
-        return await asyncio.to_thread(self._second_reader)
-
-    def _second_reader(self) -> tuple[Embedder, Calibration] | None:
-        with self._second_lock:
-            if not self._second_ready:
-                self._second, self._second_ready = self._prepare_second(), True
-        return self._second
+        """The confirm_with embedder and its calibration; None when there is none to read with."""
+        if self._second.ready:
+            return self._second.value
+        return await asyncio.to_thread(self._second.get)
 
     def _prepare_second(self) -> tuple[Embedder, Calibration] | None:
         named, wanted = self.services.embedder_named, self.config.confirm_with
@@ -226,12 +218,10 @@ class MemoryPolicy(BasePolicy):
         process starts preparing that embedder in the background, so selection rarely waits for it."""
         if not texts or self.config.confirm_with == "none":
             return
-        if not self._second_ready:
-            if not self._second_started:  # once: later writes while it loads are not read ahead
-                self._second_started = True
-                threading.Thread(target=self._second_reader, name="memory-confirm-prepare", daemon=True).start()
-        elif self._second is not None:  # not awaited: the request that wrote them does not wait for it
-            done = asyncio.get_running_loop().run_in_executor(SECOND_READER, read_ahead, self._second[0], texts)
+        if not self._second.ready:
+            self._second.start()  # once: later writes while it loads are not read ahead
+        elif self._second.value is not None:  # not awaited: the request that wrote them does not wait for it
+            done = asyncio.get_running_loop().run_in_executor(SECOND_READER, read_ahead, self._second.value[0], texts)
             done.add_done_callback(_log_failure)
 
     async def _consistent_with_kb(self, ex: Exchange, found: list[Candidate]) -> list[Candidate]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..base import PolicyConfig
@@ -66,6 +68,11 @@ class ToolsConfig(PolicyConfig):
     stable_list: bool = True
     search_tool: bool = True
     search_results: int = Field(5, ge=1, le=20)
+    # find_tools' best search_candidates matches read again by this embedder (reread.py); none: not read again.
+    # Weight 2: measured on the dev tasks of bench/mcp_tools.py and bench/tool_agent.py (reread.py has the figures)
+    search_reader: Literal["minilm", "none"] = "minilm"
+    search_candidates: int = Field(15, ge=1, le=200)
+    search_reader_weight: float = Field(2.0, ge=0)
     max_inner_rounds: int = Field(3, ge=0)
     max_sessions: int = Field(10_000, ge=1)
     session_ttl_s: float = Field(3600, gt=0)

@@ -1,21 +1,26 @@
 """The `find_tools` tool, as the tools policy offers and answers it (search.py: its definition and texts).
 
-A mixin of ToolsPolicy: it uses the policy's scoring (`_scores`, `_structure`), loadouts and config.
+A mixin of ToolsPolicy: it uses the policy's scoring (`_scores`, `_structure`), loadouts and config, and
+its `search_reader` (a PreparedOnce of `_prepare_search_reader`: the embedder of reread.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import numpy as np
 
-from ..base import Exchange, ProxyTool
+from ..base import Embedder, Exchange, ProxyTool
 from .query import QueryPart
 from .ranking import ToolSetIndex
+from .reread import reread
 from .search import FIND_TOOLS, FIND_TOOLS_TOOL, answer, description_of, invalid, parse_query
 from .text import tool_name
 from .twins import with_twins
+
+log = logging.getLogger("ctxwarden.tools")
 
 
 class SearchTool:
@@ -32,6 +37,7 @@ class SearchTool:
         if FIND_TOOLS in ex.proxy_tools:
             return
         ex.proxy_tools[FIND_TOOLS] = ProxyTool(FIND_TOOLS_TOOL, self._search_handler(step, index), owner=self.name)
+        self.search_reader.start()  # loaded while the model thinks, not when it first searches
         rounds = ex.notes.proxy_tool_rounds
         ex.notes.proxy_tool_rounds = self.config.max_inner_rounds if rounds is None else max(rounds, self.config.max_inner_rounds)
 
@@ -48,7 +54,7 @@ class SearchTool:
             added = [n for n in names if n not in have]
             self.loadouts.append(step.session, added, set(index.positions))  # kept from the next step on
             ex.tools = [*(ex.tools or []), *(step.tools[index.positions[n]] for n in added)]  # callable in the next round
-            self.record(ex, "search", query=query, found=names, added=added)
+            self.record(ex, "search", query=query, found=names, added=added, reread=self.search_reader.value is not None)
             self.services.metrics.add("ctxwarden.tools.search", 1, model=ex.model, found=bool(added))
             return answer(query, [(n, description_of(step.tools[index.positions[n]])) for n in names], added)
 
@@ -63,9 +69,30 @@ class SearchTool:
         scores, _ = self._scores(index, parts, None)
         scores = self._structure(index, scores, anchors or [], tenant)
         named = np.array([n is not None and n not in (have or ()) for n in index.names])
-        order = np.argsort(-np.where(named, scores, -np.inf), kind="stable")[: self.config.search_results]
-        found = [int(i) for i in order if named[i]]
+        order = np.argsort(-np.where(named, scores, -np.inf), kind="stable")
+        reader = self.search_reader.get() if len(index.facts) == len(index.names) else None
+        if reader is None:
+            found = [int(i) for i in order[: self.config.search_results] if named[i]]
+        else:  # the first ranking's best, read again (reread.py)
+            candidates = [int(i) for i in order[: self.config.search_candidates] if named[i]]
+            extra = reread(reader, query, [index.facts[i].text.document for i in candidates], self.config.search_reader_weight)
+            found = [candidates[j] for j in np.argsort(-(scores[candidates] + extra), kind="stable")]
+            found = found[: self.config.search_results]
         if self.config.twins:  # the twins of a match: the agent may know the other server's (twins.py)
             found = [i for i in with_twins(found, self.twins(index)) if named[i]]
         return found
 
+    def _prepare_search_reader(self) -> Embedder | None:
+        named, wanted = self.services.embedder_named, self.config.search_reader
+        if wanted == "none" or named is None:
+            return None
+        try:
+            embedder = named(wanted)
+        except Exception as exc:  # a model that cannot load: searches rank as without it, and say so once
+            log.error("tools: search_reader %s is not available, so find_tools ranks with the policy's embedder: %s",
+                      wanted, exc)
+            return None
+        if embedder is None or embedder.name == getattr(self.services.embedder, "name", None):
+            return None  # the same reader twice adds nothing
+        log.info("tools: find_tools' best matches are read again with %s", embedder.name)
+        return embedder

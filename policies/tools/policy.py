@@ -27,6 +27,7 @@ from ..base import BasePolicy, Exchange, Services, Verdict, embed_array
 from ..cache import LRU
 from ..deadline import NO_DEADLINE, Deadline, OverBudget
 from ..messages import Message, Tool, last_user_index
+from ..text.prepared import PreparedOnce
 from .catalog import CatalogReport, ToolCatalog
 from .config import ToolsConfig
 from .facts import FactsCache
@@ -106,6 +107,7 @@ class ToolsPolicy(SearchTool, BasePolicy):
         self._indexes: LRU[tuple[str, ...], ToolSetIndex] = LRU(self.MAX_TOOL_SETS, max_bytes=self.MAX_TOOL_SET_BYTES,
                                                                  sizeof=lambda _, index: index.nbytes)
         self._warned_uncached = False
+        self.search_reader = PreparedOnce(self._prepare_search_reader, "tools-search-prepare")  # finder.py
         self._warming: dict[tuple[str, str], threading.Event] = {}  # (tool set, tenant) embedded in the background
         self._warming_lock = threading.Lock()
         self._query_vectors: LRU[tuple[str, str], np.ndarray] = LRU(

@@ -1,0 +1,46 @@
+"""Something costly a policy prepares once per process (a second embedder: loading it takes ~1 s).
+
+Prepared in a thread under a lock, not in a task of one event loop: whichever loop or thread asks
+first, every caller waits for the same preparation, and a failure is remembered as `None` (the
+preparing function logs it) rather than retried on every request.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class PreparedOnce(Generic[T]):
+    def __init__(self, prepare: Callable[[], T | None], thread_name: str) -> None:
+        self._prepare = prepare
+        self._thread_name = thread_name
+        self._value: T | None = None
+        self._ready = False
+        self._started = False
+        self._lock = threading.Lock()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def value(self) -> T | None:
+        """What was prepared; None while it is not ready or when there was none to be had."""
+        return self._value
+
+    def get(self) -> T | None:
+        """Prepare it now if no one has (blocking: call it from a worker thread) and return it."""
+        with self._lock:
+            if not self._ready:
+                self._value, self._ready = self._prepare(), True
+        return self._value
+
+    def start(self) -> None:
+        """Prepare it in the background, once; callers that need it meanwhile wait in `get`."""
+        if self._ready or self._started:
+            return
+        self._started = True
+        threading.Thread(target=self.get, name=self._thread_name, daemon=True).start()

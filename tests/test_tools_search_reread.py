@@ -1,0 +1,167 @@
+"""find_tools' second reading (policies/tools/reread.py): a real agent's own search words, read again by
+MiniLM, find the tool it then called, which the static embedder's ranking left out of its five.
+
+The catalog and the queries are LiveMCPBench's (bench/data/mcp_catalog, Apache-2.0): 525 tools of 69
+real MCP servers, and two `route` queries Claude Sonnet 4 searched with before calling the tool named.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ctxwarden.policies.base import Services
+from ctxwarden.policies.text.prepared import PreparedOnce
+from ctxwarden.policies.text.tokens import TiktokenCounter
+from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy
+from ctxwarden.policies.tools.reread import reread
+from ctxwarden.policies.tools.search import FIND_TOOLS
+from ctxwarden.proxy.config import EmbeddingsConfig, StorageConfig
+from ctxwarden.proxy.embeddings import build_embedder
+from ctxwarden.proxy.storage import ChromaStore
+from tests.conftest import openai_client, policies_off
+from tests.tools_fixtures import names
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import mcp_tools  # noqa: E402
+
+CATALOG, _, _ = mcp_tools.load()
+# (the agent's words, as bench/mcp_tools.py's agent_words writes its route query; the tool it called next)
+HOMESTAYS = ("accommodation booking platform or travel booking service. search homestays or find accommodation "
+             "in Paris France for specific dates and guests", "airbnb__airbnb_search")
+AI_NEWS = ("news or web browsing platform. get current AI news, latest AI developments, AI headlines today",
+           "hackernews__search")
+_EMBEDDERS: dict[str, Any] = {}
+
+
+def named(provider: str) -> Any:
+    if provider not in _EMBEDDERS:
+        _EMBEDDERS[provider] = build_embedder(EmbeddingsConfig(provider=provider))
+    return _EMBEDDERS[provider]
+
+
+class Metrics:
+    def add(self, *args: Any, **kwargs: Any) -> None: ...
+
+    record = gauge = add
+
+
+def policy(tmp_path, embedder_named: Any = named, **config: Any) -> ToolsPolicy:
+    store = ChromaStore(StorageConfig(path=str(tmp_path / "store")))
+    services = Services(tokens=TiktokenCounter(), metrics=Metrics(), embedder=named("wordllama"), store=store,
+                        embedder_named=embedder_named)
+    return ToolsPolicy(ToolsConfig(budget_ms=None, **config), services)
+
+
+def found(p: ToolsPolicy, query: str) -> list[str]:
+    index, _, _ = p._index(CATALOG, None)
+    return [str(index.names[i]) for i in p.search(index, query, [], None, set())]
+
+
+# ----------------------------------------------------------------------------- units
+
+
+class Table:
+    """An embedder that knows a few texts' vectors."""
+
+    name = "table"
+    dim = 2
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [self.vectors[t] for t in texts]
+
+
+def test_the_second_reading_adds_its_weight_times_the_cosine_of_query_and_definition():
+    table = Table({"q": [1.0, 0.0], "near": [2.0, 0.0], "far": [0.0, 3.0], "between": [1.0, 1.0]})
+    extra = reread(table, "q", ["near", "far", "between"], 2.0)
+    assert np.allclose(extra, [2.0, 0.0, 2.0 / np.sqrt(2)])
+    assert reread(table, "q", [], 2.0).shape == (0,)
+
+
+def test_something_prepared_once_is_prepared_once_whoever_asks_and_a_failure_is_remembered():
+    calls: list[int] = []
+
+    def prepare() -> str:
+        calls.append(1)
+        time.sleep(0.05)
+        return "ready"
+
+    once: PreparedOnce[str] = PreparedOnce(prepare, "test-prepare")
+    assert not once.ready and once.value is None
+    once.start()
+    once.start()
+    threads = [threading.Thread(target=once.get) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert once.get() == "ready" and once.ready and calls == [1]
+    failed: PreparedOnce[str] = PreparedOnce(lambda: calls.append(2), "test-prepare")  # returns None
+    assert failed.get() is None and failed.get() is None and failed.ready and calls == [1, 2]
+
+
+# ----------------------------------------------------------------------------- the policy, real catalog
+
+
+@pytest.mark.parametrize("query, called", [HOMESTAYS, AI_NEWS])
+def test_a_real_agents_search_words_find_the_tool_it_called_only_with_the_second_reading(tmp_path, query, called):
+    assert called not in found(policy(tmp_path / "none", search_reader="none"), query)
+    assert called in found(policy(tmp_path / "minilm"), query)[:3]
+
+
+def test_without_the_second_embedder_searches_rank_as_before_and_say_so_once(tmp_path, caplog):
+    def broken(provider: str) -> Any:
+        raise RuntimeError("no model file")
+
+    without = policy(tmp_path / "none", search_reader="none")
+    p = policy(tmp_path / "broken", embedder_named=broken)
+    with caplog.at_level(logging.ERROR, logger="ctxwarden.tools"):
+        for query, _ in (HOMESTAYS, AI_NEWS):
+            assert found(p, query) == found(without, query)
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
+    assert "search_reader minilm is not available" in caplog.records[0].getMessage()
+
+
+def test_the_policys_own_embedder_as_the_second_one_reads_nothing_again(tmp_path):
+    p = policy(tmp_path, embedder_named=lambda provider: named("wordllama"))
+    assert p.search_reader.get() is None
+    assert found(p, HOMESTAYS[0]) == found(policy(tmp_path / "none", search_reader="none"), HOMESTAYS[0])
+
+
+# ----------------------------------------------------------------------------- through the real server
+
+
+def search_once(fake, start_proxy, overrides: dict[str, Any], query: str) -> tuple[dict, Any]:
+    proxy = start_proxy({"policies": {**policies_off("tools"), "tools": {"budget_ms": None, **overrides}}})
+    client = openai_client(proxy)
+    fake.reply(tool_calls=[{"name": FIND_TOOLS, "arguments": json.dumps({"query": query})}])
+    fake.reply(content="Looking now.")
+    messages = [{"role": "system", "content": mcp_tools.SYSTEM},
+                {"role": "user", "content": "Find me a place to stay in Paris from 12 to 15 March for two adults."}]
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages, tools=CATALOG)
+    return fake.chat_requests[-1], raw
+
+
+@pytest.mark.parametrize("reader", ["minilm", "none"])
+def test_through_the_server_the_agents_search_finds_the_tool_it_needs_with_the_second_reading(fake, start_proxy, reader):
+    inner, raw = search_once(fake, start_proxy, {"search_reader": reader}, HOMESTAYS[0])
+    assert "tools.search" in raw.headers["x-ctxwarden-actions"].split(",")
+    answer = inner["messages"][-1]
+    assert answer["role"] == "tool"
+    listed = [line[2:].split(":", 1)[0] for line in answer["content"].splitlines() if line.startswith("- ")]
+    assert len(listed) >= 5
+    if reader == "minilm":  # found, and callable in the round that answers the search
+        assert HOMESTAYS[1] in listed and HOMESTAYS[1] in names(inner["tools"])
+    else:
+        assert HOMESTAYS[1] not in listed
