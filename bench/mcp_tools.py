@@ -1,6 +1,6 @@
 """Tool discovery on a real MCP catalog with real trajectories, through the real server.
 
-    .venv/bin/python bench/mcp_tools.py [--quick] [--tasks N] [--split dev|held-out|all] [--misses]
+    .venv/bin/python bench/mcp_tools.py [--quick] [--tasks N] [--split dev|held-out|all] [--misses] [--config YAML]
 
 Data (bench/data/mcp_catalog, from LiveMCPBench, Apache-2.0; see its README): 525 tools of 69 real
 MCP servers, named as MCP clients name them (`server__tool`), and 95 tasks, each with Claude
@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import pct, start_fake, start_proxy
@@ -400,6 +401,8 @@ def main() -> None:
     parser.add_argument("--misses", action="store_true", help="list each call whose tool was not available, and why")
     parser.add_argument("--split", choices=["dev", "held-out", "all"], default="all",
                         help="dev: the tasks settings were chosen on; held-out: every 4th task, kept for the end")
+    parser.add_argument("--config", default="", help="YAML or JSON the server's config is made from, e.g. "
+                        "'{policies: {tools: {search_reader: none}}}' to try a setting")
     args = parser.parse_args()
     catalog, servers, tasks = load()
     tasks = split(tasks, args.split)
@@ -408,7 +411,7 @@ def main() -> None:
     elif args.tasks:
         tasks = tasks[: args.tasks]
     start = time.perf_counter()
-    tally = run(tasks, catalog, len(servers))
+    tally = run(tasks, catalog, len(servers), yaml.safe_load(args.config) if args.config else None)
     report(tally, len(servers), len(catalog), len(tasks), time.perf_counter() - start, args.misses)
 
 

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _api_wire import APIS, request_body  # noqa: E402
 
 from ctxwarden.policies.base import Exchange  # noqa: E402
+from ctxwarden.policies.tools.config import ToolsConfig  # noqa: E402
 from ctxwarden.policies.tools.policy import ToolsPolicy  # noqa: E402
 from ctxwarden.policies.tools.search import FIND_TOOLS  # noqa: E402
 
@@ -242,6 +243,10 @@ async def main() -> None:
     parser.add_argument("--api", choices=APIS, default="chat")
     parser.add_argument("--split", choices=("heldout", "dev"), default="heldout")
     parser.add_argument("--tasks", type=int, default=0, help="first N tasks only (0: all)")
+    parser.add_argument("--search-reader", choices=("minilm", "none"), default="minilm",
+                        help="find_tools' second reader (policies.tools.search_reader)")
+    parser.add_argument("--search-weight", type=float, default=ToolsConfig().search_reader_weight,
+                        help="policies.tools.search_reader_weight")
     args = parser.parse_args()
     from tool_retrieval import make_policy
 
@@ -259,9 +264,11 @@ async def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="ctxw-tool-agent-") as tmp:
         store = ChromaStore(StorageConfig(path=f"{tmp}/agent"))
-        policy = make_policy(embedder, store, top_k=None)
+        policy = make_policy(embedder, store, top_k=None, search_reader=args.search_reader,
+                             search_reader_weight=args.search_weight)
         rows.append((f"{args.api}: policy, default (cold)", await run_policy(policy, catalog, tasks, "cold", args.api)))
-        policy = make_policy(embedder, store, top_k=None)
+        policy = make_policy(embedder, store, top_k=None, search_reader=args.search_reader,
+                             search_reader_weight=args.search_weight)
         await run_policy(policy, catalog, other, "warm-up", args.api)
         rows.append((f"{args.api}: policy, default (warm: usage seen on the other split)",
                      await run_policy(policy, catalog, tasks, "warm", args.api)))

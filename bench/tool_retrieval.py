@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import functools
 import json
 import random
 import statistics
@@ -118,8 +119,15 @@ def make_policy(embedder: Any, store: Any, weights: dict[str, float] | None = No
     # nothing is ranked (every tool forwarded); this bench measures the ranking, latency is timed warm.
     settings = {"top_k": TOP_K, "budget_ms": None, **settings}
     config = ToolsConfig(**{"max_tools": 30, **settings}, **({"weights": weights} if weights else {}))
-    services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store)
+    services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store,
+                        embedder_named=named_embedder)  # find_tools' second reader, as the server has it
     return ToolsPolicy(config, services)
+
+
+@functools.cache
+def named_embedder(provider: str) -> Any:
+    """One embedder per provider for the whole run, as the server's NamedEmbedders."""
+    return build_embedder(EmbeddingsConfig(provider=provider))
 
 
 def exchange(case: Case, defs: dict[str, dict[str, Any]], i: int) -> Exchange:
