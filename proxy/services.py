@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 from typing import Any
 
 from ctxwarden.policies.base import Exchange, Services
@@ -28,10 +29,13 @@ class LazyEmbedder:
     def __init__(self, choice: EmbedderChoice) -> None:
         self._config = choice
         self._impl: Any = None
+        self._lock = threading.Lock()  # two policies' threads asking at once build one model, not two
 
     def _get(self) -> Any:
         if self._impl is None:
-            self._impl = build_embedder(self._config)
+            with self._lock:
+                if self._impl is None:
+                    self._impl = build_embedder(self._config)
         return self._impl
 
     @property
@@ -55,11 +59,13 @@ class NamedEmbedders:
 
     def __init__(self, main: EmbedderChoice, main_embedder: LazyEmbedder) -> None:
         self._built: dict[str, LazyEmbedder] = {main.provider: main_embedder} if main.model is None else {}
+        self._lock = threading.Lock()
 
     def __call__(self, provider: str) -> LazyEmbedder:
-        if provider not in self._built:
-            self._built[provider] = LazyEmbedder(EmbedderChoice(provider=provider))  # type: ignore[arg-type]
-        return self._built[provider]
+        with self._lock:  # asked from the policies' preparing threads
+            if provider not in self._built:
+                self._built[provider] = LazyEmbedder(EmbedderChoice(provider=provider))  # type: ignore[arg-type]
+            return self._built[provider]
 
 
 def make_complete_raw(upstream: Upstream):

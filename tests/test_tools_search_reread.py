@@ -111,6 +111,42 @@ def test_something_prepared_once_is_prepared_once_whoever_asks_and_a_failure_is_
     assert failed.get() is None and failed.get() is None and failed.ready and calls == [1, 2]
 
 
+def test_a_preparation_that_raises_is_logged_once_and_remembered_as_none(caplog):
+    calls: list[int] = []
+
+    def prepare() -> str:
+        calls.append(1)
+        raise OSError("model file unreadable")
+
+    once: PreparedOnce[str] = PreparedOnce(prepare, "test-raises")
+    with caplog.at_level(logging.ERROR, logger="ctxwarden.policies"):
+        assert once.get() is None and once.get() is None
+    assert once.ready and calls == [1]
+    assert len(caplog.records) == 1 and "test-raises" in caplog.records[0].getMessage()
+
+
+def test_one_lazy_embedder_is_built_once_when_two_threads_ask_for_it_at_once(monkeypatch):
+    from ctxwarden.proxy import services as proxy_services
+
+    built: list[str] = []
+
+    def slow_build(choice: Any) -> Any:
+        built.append(choice.provider)
+        time.sleep(0.1)
+        return Table({})
+
+    monkeypatch.setattr(proxy_services, "build_embedder", slow_build)
+    main = proxy_services.LazyEmbedder(proxy_services.EmbedderChoice(provider="wordllama"))
+    named_embedders = proxy_services.NamedEmbedders(proxy_services.EmbedderChoice(provider="wordllama"), main)
+    got: list[Any] = []
+    threads = [threading.Thread(target=lambda: got.append(named_embedders("minilm").name)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["table"] * 4 and built == ["minilm"]
+
+
 # ----------------------------------------------------------------------------- the policy, real catalog
 
 
@@ -131,6 +167,42 @@ def test_without_the_second_embedder_searches_rank_as_before_and_say_so_once(tmp
             assert found(p, query) == found(without, query)
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
     assert "search_reader minilm is not available" in caplog.records[0].getMessage()
+
+
+class Unloadable:
+    """A lazy embedder whose model cannot be built: the failure comes when it is first used."""
+
+    @property
+    def name(self) -> str:
+        raise RuntimeError("minilm: model.onnx is missing")
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("minilm: model.onnx is missing")
+
+
+class FailsToEmbed:
+    name = "flaky"
+    dim = 2
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("onnxruntime: out of memory")
+
+
+def test_a_lazy_second_embedder_that_fails_to_load_leaves_searches_as_before(tmp_path, caplog):
+    without = policy(tmp_path / "none", search_reader="none")
+    p = policy(tmp_path / "unloadable", embedder_named=lambda provider: Unloadable())
+    with caplog.at_level(logging.ERROR, logger="ctxwarden.tools"):
+        assert found(p, HOMESTAYS[0]) == found(without, HOMESTAYS[0])
+        assert found(p, AI_NEWS[0]) == found(without, AI_NEWS[0])
+    assert len(caplog.records) == 1 and "not available" in caplog.records[0].getMessage()
+
+
+def test_a_second_reading_that_fails_mid_search_still_answers_with_the_first_ranking(tmp_path, caplog):
+    without = policy(tmp_path / "none", search_reader="none")
+    p = policy(tmp_path / "flaky", embedder_named=lambda provider: FailsToEmbed())
+    with caplog.at_level(logging.WARNING, logger="ctxwarden.tools"):
+        assert found(p, HOMESTAYS[0]) == found(without, HOMESTAYS[0])
+    assert any("second reading failed" in r.getMessage() for r in caplog.records)
 
 
 def test_the_policys_own_embedder_as_the_second_one_reads_nothing_again(tmp_path):

@@ -2,15 +2,18 @@
 
 Prepared in a thread under a lock, not in a task of one event loop: whichever loop or thread asks
 first, every caller waits for the same preparation, and a failure is remembered as `None` (the
-preparing function logs it) rather than retried on every request.
+preparing function says why; an exception it lets out is logged here) rather than retried on every
+request.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger("ctxwarden.policies")
 
 
 class PreparedOnce(Generic[T]):
@@ -35,7 +38,12 @@ class PreparedOnce(Generic[T]):
         """Prepare it now if no one has (blocking: call it from a worker thread) and return it."""
         with self._lock:
             if not self._ready:
-                self._value, self._ready = self._prepare(), True
+                try:
+                    self._value = self._prepare()
+                except Exception:  # noqa: BLE001 - whatever went wrong, the policy goes on without it
+                    log.exception("%s: preparation failed; going on without it", self._thread_name)
+                    self._value = None
+                self._ready = True
         return self._value
 
     def start(self) -> None:

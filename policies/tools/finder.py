@@ -75,7 +75,12 @@ class SearchTool:
             found = [int(i) for i in order[: self.config.search_results] if named[i]]
         else:  # the first ranking's best, read again (reread.py)
             candidates = [int(i) for i in order[: self.config.search_candidates] if named[i]]
-            extra = reread(reader, query, [index.facts[i].text.document for i in candidates], self.config.search_reader_weight)
+            try:
+                extra = reread(reader, query, [index.facts[i].text.document for i in candidates],
+                               self.config.search_reader_weight)
+            except Exception as exc:  # the search still answers, as the first ranking has it
+                log.warning("tools: find_tools' second reading failed, the first ranking answers: %s", exc)
+                extra = np.zeros(len(candidates))
             found = [candidates[j] for j in np.argsort(-(scores[candidates] + extra), kind="stable")]
             found = found[: self.config.search_results]
         if self.config.twins:  # the twins of a match: the agent may know the other server's (twins.py)
@@ -88,11 +93,11 @@ class SearchTool:
             return None
         try:
             embedder = named(wanted)
+            if embedder is None or embedder.name == getattr(self.services.embedder, "name", None):
+                return None  # the same reader twice adds nothing (`name` loads a lazy embedder's model)
         except Exception as exc:  # a model that cannot load: searches rank as without it, and say so once
             log.error("tools: search_reader %s is not available, so find_tools ranks with the policy's embedder: %s",
                       wanted, exc)
             return None
-        if embedder is None or embedder.name == getattr(self.services.embedder, "name", None):
-            return None  # the same reader twice adds nothing
         log.info("tools: find_tools' best matches are read again with %s", embedder.name)
         return embedder
