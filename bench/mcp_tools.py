@@ -11,7 +11,7 @@ The proxy runs as its own process (`ctxwarden serve`, default policies) in front
 fake upstream (bench/_harness.py). Each task is one session; every request carries the WHOLE
 catalog (chat completions). Step k's request is the history so far; the fake model is scripted to
 make the trajectory's k-th assistant turn: first one `find_tools` call per `route` query the agent
-made before that turn (its own words, at most the proxy's 3 inner rounds; the proxy answers them
+made before that turn (its own words, at most the proxy's `max_inner_rounds`; the proxy answers them
 itself), then the turn's text and real calls. The client adds the real results and goes on; a last
 step asks for the answer. Printed:
 
@@ -61,13 +61,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import pct, start_fake, start_proxy
 from _load import HEADERS
 
+from ctxwarden.policies.tools.config import ToolsConfig
 from ctxwarden.policies.tools.search import FIND_TOOLS
 
 DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"
 MODEL = "gpt-4o"
 SYSTEM = ("You are an agent that helps users with daily tasks using the tools of many MCP servers. Use the tools to "
           "get accurate, up-to-date information and to work with files; answer once, completely.")
-MAX_SEARCHES = 3  # the tools policy's max_inner_rounds: find_tools calls the proxy answers in one request
+# find_tools calls the proxy answers in one request: the tools policy's max_inner_rounds (set from the
+# config a run is given; past it the proxy stops answering them, so the replay sends at most this many)
+MAX_SEARCHES = ToolsConfig().max_inner_rounds
 QUICK_TASKS = 8
 HELD_OUT_EVERY = 4
 _SELECTION = re.compile(r'^ctxwarden_policy_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$', re.MULTILINE)
@@ -411,7 +414,10 @@ def main() -> None:
     elif args.tasks:
         tasks = tasks[: args.tasks]
     start = time.perf_counter()
-    tally = run(tasks, catalog, len(servers), yaml.safe_load(args.config) if args.config else None)
+    config = yaml.safe_load(args.config) if args.config else None
+    global MAX_SEARCHES
+    MAX_SEARCHES = ((config or {}).get("policies", {}).get("tools", {}) or {}).get("max_inner_rounds", MAX_SEARCHES)
+    tally = run(tasks, catalog, len(servers), config)
     report(tally, len(servers), len(catalog), len(tasks), time.perf_counter() - start, args.misses)
 
 

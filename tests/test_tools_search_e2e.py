@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from ctxwarden.policies.tools.search import FIND_TOOLS
 from tests.conftest import openai_client, policies_off
 from tests.tools_fixtures import all_tools, names, tool
@@ -141,3 +143,24 @@ def test_a_hidden_tool_the_model_calls_still_reaches_the_client(fake, start_prox
     # It joins after what was there (first in the appended block); find_tools stays first.
     assert after[: len(first)] == first and after[len(first)] == "get_horoscope" and after[0] == FIND_TOOLS
     assert "tools.list_changed" in raw.headers["x-ctxwarden-actions"].split(",")
+
+
+@pytest.mark.parametrize("rounds", [None, 3])
+def test_an_agent_that_searches_five_times_in_a_row_still_gets_its_call_through(fake, start_proxy, rounds):
+    # LiveMCPBench's agents searched 4-9 times in a row before calling a tool; with 3 rounds (the old
+    # default) the fourth search was dropped and the turn reached the client with no call, which an
+    # agent loop takes for its final answer.
+    tools = {} if rounds is None else {"max_inner_rounds": rounds}
+    proxy = start_proxy({"policies": {**policies_off("tools"), "tools": {"enabled": True, **tools}}})
+    client = openai_client(proxy)
+    turn = [SYSTEM, {"role": "user", "content": "Is it a good afternoon to walk along the beach at La Concha?"}]
+    for query in ("beach conditions", "ocean information", "sea level today", "coastal data", "high and low tide"):
+        fake.reply(tool_calls=[find_call(query)])
+    fake.reply(tool_calls=[{"name": "get_tide_times", "arguments": '{"beach": "La Concha"}'}])
+    raw = create(client, turn)
+    choice = raw.parse().choices[0]
+    if rounds is None:  # the default: every search answered, then the call goes through
+        assert [c.function.name for c in choice.message.tool_calls] == ["get_tide_times"]
+        assert choice.finish_reason == "tool_calls" and len(fake.chat_requests) == 6
+    else:
+        assert not choice.message.tool_calls and len(fake.chat_requests) == rounds + 1
