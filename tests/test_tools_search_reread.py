@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 import threading
 import time
@@ -237,3 +238,24 @@ def test_through_the_server_the_agents_search_finds_the_tool_it_needs_with_the_s
         assert HOMESTAYS[1] in listed and HOMESTAYS[1] in names(inner["tools"])
     else:
         assert HOMESTAYS[1] not in listed
+
+
+EXIT_WHILE_LOADING = """
+import sys, time
+from ctxwarden.policies.text.prepared import PreparedOnce
+from ctxwarden.proxy.config import EmbedderChoice
+from ctxwarden.proxy.services import LazyEmbedder
+model = LazyEmbedder(EmbedderChoice(provider="minilm"))
+PreparedOnce(lambda: model.embed(["hello world"] * 8), "test-exit").start()
+time.sleep(float(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.1])
+def test_a_process_that_exits_while_the_second_embedder_loads_exits_cleanly(tmp_path, delay):
+    # With the preparing thread a daemon, `ctxwarden demo` died of SIGABRT in CI: onnxruntime was torn
+    # down mid-load at exit. The process now waits for the load.
+    script = tmp_path / "exit_while_loading.py"
+    script.write_text(EXIT_WHILE_LOADING)
+    result = subprocess.run([sys.executable, str(script), str(delay)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "terminate called" not in result.stderr, result.stderr

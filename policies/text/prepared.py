@@ -51,4 +51,6 @@ class PreparedOnce(Generic[T]):
         if self._ready or self._started:
             return
         self._started = True
-        threading.Thread(target=self.get, name=self._thread_name, daemon=True).start()
+        # Not a daemon: a process that exits while a native library (onnxruntime) is loading in this thread
+        # was aborted ("terminate called without an active exception", SIGABRT); exit waits for it instead.
+        threading.Thread(target=self.get, name=self._thread_name, daemon=False).start()
