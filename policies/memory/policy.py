@@ -33,7 +33,7 @@ from ..cache import stable_hash
 from ..errors import CtxwardenError
 from ..messages import content_text, last_user_index
 from ..state import SessionLRU
-from ..text.prepared import PreparedOnce
+from ..text.prepared import PreparedOnce, other_embedder
 from ..text.statements.match import Matcher
 from ..text.window import analysis_windows
 from .admin import MemoryAdmin
@@ -102,13 +102,11 @@ class MemoryPolicy(BasePolicy):
         return await asyncio.to_thread(self._second.get)
 
     def _prepare_second(self) -> tuple[Embedder, Calibration] | None:
-        named, wanted = self.services.embedder_named, self.config.confirm_with
-        if wanted == "none" or named is None:
-            return None
+        wanted = self.config.confirm_with
         try:
-            embedder = named(wanted)
-            if embedder is None or embedder.name == getattr(self.services.embedder, "name", None):
-                return None  # no second opinion to be had from the same reader
+            embedder = other_embedder(self.services, wanted)
+            if embedder is None:
+                return None
             calibration = fit(embedder, background=False)  # its relevance is the test (confirm.py)
         except Exception as exc:  # a model that cannot load: select as without it, and say so once
             log.error("memory: confirm_with %s is not available, so chosen memories are not read again: %s", wanted, exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("ctxwarden.policies")
@@ -54,3 +54,17 @@ class PreparedOnce(Generic[T]):
         # Not a daemon: a process that exits while a native library (onnxruntime) is loading in this thread
         # was aborted ("terminate called without an active exception", SIGABRT); exit waits for it instead.
         threading.Thread(target=self.get, name=self._thread_name, daemon=False).start()
+
+
+def other_embedder(services: Any, wanted: str) -> Any:
+    """The embedder a policy's second reader names (`Services.embedder_named`; typed loosely, since text/
+    sits below policies.base), or None: named "none", no way to ask for one, or the policy's own (the same
+    reader twice adds nothing). Raises when its model cannot load (`name` loads a lazy embedder's model):
+    the caller says so and goes on without it."""
+    named = services.embedder_named
+    if wanted == "none" or named is None:
+        return None
+    embedder = named(wanted)
+    if embedder is None or embedder.name == getattr(services.embedder, "name", None):
+        return None
+    return embedder

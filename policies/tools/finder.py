@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..base import Embedder, Exchange, ProxyTool
+from ..text.prepared import other_embedder
 from .query import QueryPart
 from .ranking import ToolSetIndex
 from .reread import reread
@@ -88,16 +89,12 @@ class SearchTool:
         return found
 
     def _prepare_search_reader(self) -> Embedder | None:
-        named, wanted = self.services.embedder_named, self.config.search_reader
-        if wanted == "none" or named is None:
-            return None
         try:
-            embedder = named(wanted)
-            if embedder is None or embedder.name == getattr(self.services.embedder, "name", None):
-                return None  # the same reader twice adds nothing (`name` loads a lazy embedder's model)
+            embedder = other_embedder(self.services, self.config.search_reader)
         except Exception as exc:  # a model that cannot load: searches rank as without it, and say so once
             log.error("tools: search_reader %s is not available, so find_tools ranks with the policy's embedder: %s",
-                      wanted, exc)
+                      self.config.search_reader, exc)
             return None
-        log.info("tools: find_tools' best matches are read again with %s", embedder.name)
+        if embedder is not None:
+            log.info("tools: find_tools' best matches are read again with %s", embedder.name)
         return embedder
