@@ -68,9 +68,6 @@ DATA = Path(__file__).resolve().parent / "data" / "mcp_catalog"
 MODEL = "gpt-4o"
 SYSTEM = ("You are an agent that helps users with daily tasks using the tools of many MCP servers. Use the tools to "
           "get accurate, up-to-date information and to work with files; answer once, completely.")
-# find_tools calls the proxy answers in one request: the tools policy's max_inner_rounds (set from the
-# config a run is given; past it the proxy stops answering them, so the replay sends at most this many)
-MAX_SEARCHES = ToolsConfig().max_inner_rounds
 QUICK_TASKS = 8
 HELD_OUT_EVERY = 4
 _SELECTION = re.compile(r'^ctxwarden_policy_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$', re.MULTILINE)
@@ -167,8 +164,12 @@ class Tally:
 
 
 class Bench:
-    def __init__(self, proxy: str, fake: str, catalog: list[dict[str, Any]], client: httpx.Client) -> None:
+    def __init__(self, proxy: str, fake: str, catalog: list[dict[str, Any]], client: httpx.Client,
+                 max_searches: int) -> None:
         self.proxy, self.fake, self.catalog, self.client = proxy, fake, catalog, client
+        # find_tools calls the proxy answers in one request (its max_inner_rounds): past them it stops
+        # answering them, so the replay sends at most this many a step
+        self.max_searches = max_searches
         self.tally = Tally()
         self.names = [t["function"]["name"] for t in catalog]
         self._seen_ms = (0.0, 0)
@@ -222,7 +223,7 @@ class Bench:
                 pending += [agent_words(q) for q in turn["route"]]
                 if not turn["calls"]:
                     continue  # a turn of searches only: its queries go with the next turn's calls
-            queries = pending[-MAX_SEARCHES:] if turn is not None else []
+            queries = pending[-self.max_searches:] if turn is not None else []
             pending = []
             script = [{"tool_calls": [{"name": FIND_TOOLS, "arguments": json.dumps({"query": q})}]} for q in queries]
             if turn is None:
@@ -379,7 +380,9 @@ def run(tasks: list[dict[str, Any]], catalog: list[dict[str, Any]], servers: int
     try:
         proxy, proxy_url = start_proxy(fake_url, config or {})
         with httpx.Client(timeout=300) as client:
-            bench = Bench(proxy_url, fake_url, catalog, client)
+            tools = ((config or {}).get("policies") or {}).get("tools") or {}
+            bench = Bench(proxy_url, fake_url, catalog, client,
+                          tools.get("max_inner_rounds", ToolsConfig().max_inner_rounds))
             bench.selection_ms()
             bench.warm_up()
             if probes:  # first: the replay's calls teach the usage statistics, which would flatter the probes
@@ -414,10 +417,7 @@ def main() -> None:
     elif args.tasks:
         tasks = tasks[: args.tasks]
     start = time.perf_counter()
-    config = yaml.safe_load(args.config) if args.config else None
-    global MAX_SEARCHES
-    MAX_SEARCHES = ((config or {}).get("policies", {}).get("tools", {}) or {}).get("max_inner_rounds", MAX_SEARCHES)
-    tally = run(tasks, catalog, len(servers), config)
+    tally = run(tasks, catalog, len(servers), yaml.safe_load(args.config) if args.config else None)
     report(tally, len(servers), len(catalog), len(tasks), time.perf_counter() - start, args.misses)
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
-import functools
 import json
 import random
 import statistics
@@ -54,8 +53,9 @@ import tool_agent  # noqa: E402  (bench/tool_agent.py, next to this file)
 from ctxwarden.policies.base import Exchange, Services  # noqa: E402
 from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
 from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy  # noqa: E402
-from ctxwarden.proxy.config import EmbeddingsConfig, StorageConfig  # noqa: E402
+from ctxwarden.proxy.config import EmbedderChoice, EmbeddingsConfig, StorageConfig  # noqa: E402
 from ctxwarden.proxy.embeddings import build_embedder  # noqa: E402
+from ctxwarden.proxy.services import LazyEmbedder, NamedEmbedders  # noqa: E402
 from ctxwarden.proxy.storage import ChromaStore  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "metatool"
@@ -120,14 +120,12 @@ def make_policy(embedder: Any, store: Any, weights: dict[str, float] | None = No
     settings = {"top_k": TOP_K, "budget_ms": None, **settings}
     config = ToolsConfig(**{"max_tools": 30, **settings}, **({"weights": weights} if weights else {}))
     services = Services(tokens=TiktokenCounter(), metrics=NullMetrics(), embedder=embedder, store=store,
-                        embedder_named=named_embedder)  # find_tools' second reader, as the server has it
+                        embedder_named=NAMED_EMBEDDERS)  # find_tools' second reader, as the server has it
     return ToolsPolicy(config, services)
 
 
-@functools.cache
-def named_embedder(provider: str) -> Any:
-    """One embedder per provider for the whole run, as the server's NamedEmbedders."""
-    return build_embedder(EmbeddingsConfig(provider=provider))
+# One embedder per provider for the whole run (MiniLM loaded once), as the server has them.
+NAMED_EMBEDDERS = NamedEmbedders(EmbedderChoice(), LazyEmbedder(EmbedderChoice()))
 
 
 def exchange(case: Case, defs: dict[str, dict[str, Any]], i: int) -> Exchange:
