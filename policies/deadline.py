@@ -5,10 +5,14 @@ checks a `Deadline` between its steps instead, and stops with `OverBudget` when 
 spent or the client has gone. The policy then lets the request through as it was and reports
 `<policy>.skipped_budget` (invariant 7): a check that cannot finish in time is no reason to delay
 or change the request.
+
+Background work (a catalog embedded after its request) has no budget, but it must stop when the
+process exits: `UNTIL_EXIT` is the deadline that is spent then.
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 
@@ -38,3 +42,15 @@ class Deadline:
 
 
 NO_DEADLINE = Deadline(None)
+
+# Set as the interpreter starts to exit, before it waits for the threads that are not daemons (the hook
+# concurrent.futures uses; atexit alone runs after that wait). Background work runs in such threads
+# and checks this between its chunks: a daemon thread killed inside a native library (onnxruntime)
+# aborts the process, and a thread that finished its whole work first would hold the exit.
+_EXITING = threading.Event()
+_register = getattr(threading, "_register_atexit", None)
+if _register is not None:
+    _register(_EXITING.set)
+else:  # pragma: no cover - every CPython the project supports has it
+    atexit.register(_EXITING.set)
+UNTIL_EXIT = Deadline(None, _EXITING)

@@ -3,6 +3,8 @@ catalog is embedded in the background, so the next request is ranked instead of 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -42,3 +44,37 @@ async def test_while_the_background_embeds_a_request_waits_for_it_no_longer_than
     assert time.monotonic() - start < 5  # its budget, and some slack for a busy host
     assert ex.tools is tools and "background" in actions(ex)["skipped_budget"]["reason"]
     del p._warming[key]
+
+
+EXIT_WHILE_EMBEDDING = """
+import atexit, sys, time
+from ctxwarden.policies.base import Services
+from ctxwarden.policies.text.tokens import TiktokenCounter
+from ctxwarden.policies.tools.policy import ToolsConfig, ToolsPolicy
+from ctxwarden.proxy.config import EmbedderChoice, StorageConfig
+from ctxwarden.proxy.metrics import Metrics
+from ctxwarden.proxy.services import LazyEmbedder
+from ctxwarden.proxy.storage import ChromaStore
+model = LazyEmbedder(EmbedderChoice(provider="minilm"))  # a native library (onnxruntime) runs in the thread
+model.embed(["loaded before the catalog"])
+p = ToolsPolicy(ToolsConfig(), Services(tokens=TiktokenCounter(), metrics=Metrics(), embedder=model,
+                                      store=ChromaStore(StorageConfig(path=sys.argv[1]))))
+tools = [{"type": "function", "function": {"name": f"tool_{k}", "description": f"Does task {k}: " + "lorem ipsum " * 30,
+          "parameters": {"type": "object", "properties": {"x": {"type": "string", "description": f"thing {k}"}}}}}
+         for k in range(600)]
+p._embed_rest(tools, None)
+atexit.register(lambda: print(f"indexed={len(p._indexes)}", flush=True))  # runs once the thread has stopped
+time.sleep(1)
+"""
+
+
+def test_a_process_that_exits_while_a_catalog_is_embedded_in_the_background_stops_it_and_exits_cleanly(tmp_path):
+    # The background thread was a daemon: a process exiting while MiniLM (the tools embedder under
+    # `embeddings.per_policy`) ran in it died of SIGABRT. It is not one now, and it stops at the next
+    # chunk rather than holding the exit for the whole catalog (600 tools: most of a minute here).
+    script = tmp_path / "exit_while_embedding.py"
+    script.write_text(EXIT_WHILE_EMBEDDING)
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and "terminate called" not in result.stderr, result.stderr
+    assert "indexed=0" in result.stdout  # stopped part way: the catalog keeps the chunks embedded so far

@@ -67,6 +67,12 @@ def found(p: ToolsPolicy, query: str) -> list[str]:
     return [str(index.names[i]) for i in p.search(index, query, [], None, set())]
 
 
+def read_as(p: ToolsPolicy, query: str) -> str:
+    """How the second reader took part in a search, as its action reports it."""
+    index, _, _ = p._index(CATALOG, None)
+    return p.search_read(index, query, [], None, set())[1]
+
+
 # ----------------------------------------------------------------------------- units
 
 
@@ -153,8 +159,10 @@ def test_one_lazy_embedder_is_built_once_when_two_threads_ask_for_it_at_once(mon
 
 @pytest.mark.parametrize("query, called", [HOMESTAYS, AI_NEWS])
 def test_a_real_agents_search_words_find_the_tool_it_called_only_with_the_second_reading(tmp_path, query, called):
-    assert called not in found(policy(tmp_path / "none", search_reader="none"), query)
-    assert called in found(policy(tmp_path / "minilm"), query)[:3]
+    without, with_reader = policy(tmp_path / "none", search_reader="none"), policy(tmp_path / "minilm")
+    assert called not in found(without, query)
+    assert called in found(with_reader, query)[:3]
+    assert (read_as(without, query), read_as(with_reader, query)) == ("off", "read")
 
 
 def test_without_the_second_embedder_searches_rank_as_before_and_say_so_once(tmp_path, caplog):
@@ -195,6 +203,7 @@ def test_a_lazy_second_embedder_that_fails_to_load_leaves_searches_as_before(tmp
     with caplog.at_level(logging.ERROR, logger="ctxwarden.tools"):
         assert found(p, HOMESTAYS[0]) == found(without, HOMESTAYS[0])
         assert found(p, AI_NEWS[0]) == found(without, AI_NEWS[0])
+        assert read_as(p, AI_NEWS[0]) == "off"
     assert len(caplog.records) == 1 and "not available" in caplog.records[0].getMessage()
 
 
@@ -203,6 +212,7 @@ def test_a_second_reading_that_fails_mid_search_still_answers_with_the_first_ran
     p = policy(tmp_path / "flaky", embedder_named=lambda provider: FailsToEmbed())
     with caplog.at_level(logging.WARNING, logger="ctxwarden.tools"):
         assert found(p, HOMESTAYS[0]) == found(without, HOMESTAYS[0])
+        assert read_as(p, HOMESTAYS[0]) == "failed"  # reported as such, not as a second reading
     assert any("second reading failed" in r.getMessage() for r in caplog.records)
 
 

@@ -50,12 +50,12 @@ class SearchTool:
                 return invalid()
             have = {tool_name(t) for t in ex.tools or []}
             anchors = [index.positions[n] for n in have if n in index.positions]
-            found = await asyncio.to_thread(self.search, index, query, anchors, step.tenant, have)
+            found, reread_as = await asyncio.to_thread(self.search_read, index, query, anchors, step.tenant, have)
             names = [str(index.names[i]) for i in found]
             added = [n for n in names if n not in have]
             self.loadouts.append(step.session, added, set(index.positions))  # kept from the next step on
             ex.tools = [*(ex.tools or []), *(step.tools[index.positions[n]] for n in added)]  # callable in the next round
-            self.record(ex, "search", query=query, found=names, added=added, reread=self.search_reader.value is not None)
+            self.record(ex, "search", query=query, found=names, added=added, reread=reread_as)
             self.services.metrics.add("ctxwarden.tools.search", 1, model=ex.model, found=bool(added))
             return answer(query, [(n, description_of(step.tools[index.positions[n]])) for n in names], added)
 
@@ -63,15 +63,22 @@ class SearchTool:
 
     def search(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None,
                have: set[Any] | None = None) -> list[int]:
+        return self.search_read(index, query, anchors, tenant, have)[0]
+
+    def search_read(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None,
+                    have: set[Any] | None = None) -> tuple[list[int], str]:
         """The catalog's best matches for a query the model wrote, among the named tools it does not
         have yet (it sees those already: each result slot goes to a tool it could not call); the
-        siblings of the tools it has rank up, as in the selection (a vague query means its servers)."""
+        siblings of the tools it has rank up, as in the selection (a vague query means its servers).
+        With how the second reader took part (the search's action reports it): `read`, `off` (none
+        configured, or no model to be had), `failed` (it raised: the first ranking answered)."""
         parts = [QueryPart("request", query, 1.0)]
         scores, _ = self._scores(index, parts, None)
         scores = self._structure(index, scores, anchors or [], tenant)
         named = np.array([n is not None and n not in (have or ()) for n in index.names])
         order = np.argsort(-np.where(named, scores, -np.inf), kind="stable")
         reader = self.search_reader.get() if len(index.facts) == len(index.names) else None
+        read_as = "off"
         if reader is None:
             found = [int(i) for i in order[: self.config.search_results] if named[i]]
         else:  # the first ranking's best, read again (reread.py)
@@ -79,14 +86,16 @@ class SearchTool:
             try:
                 extra = reread(reader, query, [index.facts[i].text.document for i in candidates],
                                self.config.search_reader_weight)
+                read_as = "read"
             except Exception as exc:  # the search still answers, as the first ranking has it
                 log.warning("tools: find_tools' second reading failed, the first ranking answers: %s", exc)
                 extra = np.zeros(len(candidates))
+                read_as = "failed"
             found = [candidates[j] for j in np.argsort(-(scores[candidates] + extra), kind="stable")]
             found = found[: self.config.search_results]
         if self.config.twins:  # the twins of a match: the agent may know the other server's (twins.py)
             found = [i for i in with_twins(found, self.twins(index)) if named[i]]
-        return found
+        return found, read_as
 
     def _prepare_search_reader(self) -> Embedder | None:
         try:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..base import BasePolicy, Exchange, Services, Verdict, embed_array
 from ..cache import LRU
-from ..deadline import NO_DEADLINE, Deadline, OverBudget
+from ..deadline import NO_DEADLINE, UNTIL_EXIT, Deadline, OverBudget
 from ..messages import Message, Tool, last_user_index
 from ..text.prepared import PreparedOnce
 from .catalog import CatalogReport, ToolCatalog
@@ -151,7 +151,9 @@ class ToolsPolicy(SearchTool, BasePolicy):
 
         def run() -> None:
             try:
-                self._index(tools, tenant)
+                self._index(tools, tenant, UNTIL_EXIT, wait_for_warming=False)
+            except OverBudget:  # the process is exiting; the chunks embedded so far are kept in the catalog
+                pass
             except Exception:  # the next request tries again within its own budget
                 log.exception("tools: embedding a catalog in the background failed")
             finally:
@@ -159,7 +161,9 @@ class ToolsPolicy(SearchTool, BasePolicy):
                     del self._warming[key]
                 done.set()
 
-        threading.Thread(target=run, name="ctxwarden-tools-catalog", daemon=True).start()
+        # Not a daemon (a daemon killed while the embedder's native library runs aborts the process):
+        # it stops at the next chunk once the process exits (UNTIL_EXIT).
+        threading.Thread(target=run, name="ctxwarden-tools-catalog", daemon=False).start()
 
     # ------------------------------------------------------------------ the decision (worker thread)
 
@@ -331,10 +335,12 @@ class ToolsPolicy(SearchTool, BasePolicy):
         return nameless + [i for name in names for i in where.get(name, [])]
 
     def _index(self, tools: list[Tool], tenant: str | None,
-               deadline: Deadline = NO_DEADLINE) -> tuple[ToolSetIndex, CatalogReport, str | None]:
-        """The tool set's index: cached per (tool set, tenant, embedder); built through the catalog."""
+               deadline: Deadline = NO_DEADLINE, wait_for_warming: bool = True) -> tuple[ToolSetIndex, CatalogReport, str | None]:
+        """The tool set's index: cached per (tool set, tenant, embedder); built through the catalog. A
+        request with a budget waits for a background thread embedding the same set (that thread does not)."""
         toolset = toolset_key(tools)
-        warming = self._warming.get((toolset, tenant or "")) if deadline is not NO_DEADLINE else None
+        waits = wait_for_warming and deadline is not NO_DEADLINE
+        warming = self._warming.get((toolset, tenant or "")) if waits else None
         left = None if deadline.at is None else max(0.0, deadline.at - time.monotonic())
         if warming is not None and not warming.wait(left):  # this request's budget waits for the background
             raise OverBudget(WARMING)
