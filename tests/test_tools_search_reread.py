@@ -64,13 +64,13 @@ def policy(tmp_path, embedder_named: Any = named, **config: Any) -> ToolsPolicy:
 
 def found(p: ToolsPolicy, query: str) -> list[str]:
     index, _, _ = p._index(CATALOG, None)
-    return [str(index.names[i]) for i in p.search(index, query, [], None, set())]
+    return [str(index.names[i]) for i in p.search(index, query, [], None, set())[0]]
 
 
 def read_as(p: ToolsPolicy, query: str) -> str:
     """How the second reader took part in a search, as its action reports it."""
     index, _, _ = p._index(CATALOG, None)
-    return p.search_read(index, query, [], None, set())[1]
+    return p.search(index, query, [], None, set())[1]
 
 
 # ----------------------------------------------------------------------------- units

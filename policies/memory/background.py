@@ -64,11 +64,17 @@ def background_z(memory_vectors: np.ndarray, request_sims: np.ndarray, backgroun
     return (request_sims - against.mean(axis=0)) / np.where(spread > 1e-6, spread, 1e-6)
 
 
+def gate_on(background: np.ndarray | None, min_z: float) -> bool:
+    """Whether the background gate tests anything: off without a background or at `min_z` -10 (the config's
+    "off"). A caller may skip gathering the memories' vectors when it is off."""
+    return background is not None and min_z > -10
+
+
 def standing(memory_vectors: np.ndarray, request_sims: np.ndarray, background: np.ndarray | None,
              min_z: float) -> np.ndarray:
     """Which memories stand out from their background for this request (z >= `min_z`): a bool per row;
-    all of them when there is no background or the gate is off (-10). SELECT's gate and the second
-    reading (confirm.py) both ask this."""
-    if background is None or min_z <= -10 or not len(memory_vectors):
+    all of them when the gate is off (`gate_on`). SELECT's gate and the second reading (confirm.py) both
+    ask this."""
+    if not gate_on(background, min_z) or not len(memory_vectors):
         return np.ones(len(memory_vectors), dtype=bool)
     return background_z(memory_vectors, request_sims, background) >= min_z

@@ -27,7 +27,7 @@ from typing import Callable, Collection
 
 import numpy as np
 
-from .background import standing
+from .background import gate_on, standing
 from .calibrate import Calibration
 from .config import MemoryConfig
 from .index import UserIndex
@@ -91,7 +91,7 @@ def _above_background(index: UserIndex, positions: np.ndarray, sims: np.ndarray,
                       min_z: float) -> np.ndarray:
     """The memories at `positions` whose cosine with the request stands out from their own background
     (background.py); all of them when there is no background or the gate is off (-10)."""
-    if calibration.background is None or min_z <= -10:  # no gate: the memories' vectors need not be gathered
+    if not gate_on(calibration.background, min_z):  # the memories' vectors need not be gathered
         return positions
     return positions[standing(index.vectors(positions), sims[positions], calibration.background, min_z)]
 

@@ -50,7 +50,7 @@ class SearchTool:
                 return invalid()
             have = {tool_name(t) for t in ex.tools or []}
             anchors = [index.positions[n] for n in have if n in index.positions]
-            found, reread_as = await asyncio.to_thread(self.search_read, index, query, anchors, step.tenant, have)
+            found, reread_as = await asyncio.to_thread(self.search, index, query, anchors, step.tenant, have)
             names = [str(index.names[i]) for i in found]
             added = [n for n in names if n not in have]
             self.loadouts.append(step.session, added, set(index.positions))  # kept from the next step on
@@ -62,11 +62,7 @@ class SearchTool:
         return handle
 
     def search(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None,
-               have: set[Any] | None = None) -> list[int]:
-        return self.search_read(index, query, anchors, tenant, have)[0]
-
-    def search_read(self, index: ToolSetIndex, query: str, anchors: list[int] | None = None, tenant: str | None = None,
-                    have: set[Any] | None = None) -> tuple[list[int], str]:
+               have: set[Any] | None = None) -> tuple[list[int], str]:
         """The catalog's best matches for a query the model wrote, among the named tools it does not
         have yet (it sees those already: each result slot goes to a tool it could not call); the
         siblings of the tools it has rank up, as in the selection (a vague query means its servers).
