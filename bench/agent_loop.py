@@ -1,6 +1,7 @@
 """A live agent loop through the real server: prompt-cache stability, tokens forwarded, facts kept.
 
     python bench/agent_loop.py [--api chat|responses|messages] [--runs 3] [--steps 70] [--seed 11] [--window 128000]
+    python bench/agent_loop.py --workload livemcp [--min-result-tokens 300] --window 32000   # real calls and results
 
 The proxy runs as its own process (`ctxwarden serve`, default policies) in front of a scripted
 model on 127.0.0.1. Each run is one agent task: at every step the model calls a tool and the
@@ -9,6 +10,14 @@ file or prose (bench/agent_workload.py), 30 of them holding one planted fact eac
 resends its whole raw history every step, as agents do. After the last step, one question per
 planted fact; the model answers from what it was forwarded, and when the fact is not there it
 calls `context_recall` with the question as its query (the proxy answers that call itself).
+
+`--workload livemcp` replays real agent steps instead (bench/livemcp_workload.py): LiveMCPBench's
+trajectories of Claude Sonnet 4 on 95 tasks through an MCP agent, with the real calls, what the agent
+said, and the real tool results (catalog matches, web pages, search results, API JSON, errors; median
+~200 tokens, up to ~6,800); the tasks one after another in one session, each opened by its question and
+closed by the agent's real answer. 30 facts a run are planted as one sentence inside real results
+(fewer when the step drawn closes a task). `--min-result-tokens 300` keeps only the steps whose result
+is 300 tokens or more, the size range of the synthetic workload and of issue 45's figures.
 
 `--api`: the client speaks chat completions (default), the Responses API (`POST /v1/responses`:
 instructions, message / function_call / function_call_output items) or Anthropic's Messages API
@@ -48,15 +57,15 @@ from starlette.routing import Route
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _api_wire import APIS, HEADERS, PATH, answer_body, conversation, extends, read_answer, request_body  # noqa: E402
 from _harness import start_proxy  # noqa: E402
-from agent_workload import TOOLS, Fact, make_result  # noqa: E402
+from agent_workload import Fact, SyntheticWorkload  # noqa: E402
+from livemcp_workload import LiveMCPWorkload  # noqa: E402
+from livemcp_workload import load as load_livemcp  # noqa: E402
 
 from ctxwarden.policies.messages import content_text  # noqa: E402
 from ctxwarden.policies.text.tokens import TiktokenCounter  # noqa: E402
 from ctxwarden.proxy.local_server import free_port  # noqa: E402
 
 MODEL = "agent-bench-model"
-SYSTEM = "You are an operations agent. Use the tools to investigate; cite ids and values exactly."
-TASK = "Investigate last week's checkout failures across orders, logs, code and runbooks, and report what you find."
 
 
 class ScriptedModel:
@@ -82,6 +91,8 @@ class ScriptedModel:
         if self.question is not None:
             return self._answer(body, self.question)
         call = self.next_call or {"id": "call_status", "name": "fetch_doc", "arguments": {"topic": "status"}, "say": ""}
+        if "final" in call:  # the task is done: a text answer
+            return {"role": "assistant", "content": call["final"]}
         tool_call = {"id": call["id"], "type": "function",
                      "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
         return {"role": "assistant", "content": call["say"], "tool_calls": [tool_call]}
@@ -128,26 +139,25 @@ def proxy_config(api: str, upstream: str, window: int) -> dict[str, Any]:
 
 
 def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, counter: TiktokenCounter,
-             window: int, run: int, api: str = "chat") -> dict[str, Any]:
+             window: int, run: int, api: str = "chat", workload: Any = None) -> dict[str, Any]:
+    workload = workload or SyntheticWorkload()
     client = httpx.Client(base_url=proxy, timeout=120, headers={"x-ctxwarden-session": f"bench-run-{run}", **HEADERS[api]})
-    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
     fact_steps = set(rng.sample(range(2, steps), 30))
     facts: list[Fact] = []
+    first_user, plan = workload.session(rng, run, facts)
+    history: list[dict[str, Any]] = [{"role": "system", "content": workload.system}, {"role": "user", "content": first_user}]
+    tools = workload.tools
     firsts: list[dict[str, Any]] = []  # the first forwarded request of each step
     raw_tokens: list[int] = []
     refused = events = 0
     event_steps: list[int] = []
     newest = newest_verbatim = 0  # steps answering a tool call: was that result forwarded as the client sent it?
     for step in range(steps):
-        kind = TOOLS[rng.randrange(len(TOOLS))]
-        say = rng.choice(["Checking the next source.", "Let me look at this.", ""])
-        if facts and rng.random() < 0.3:  # agents name what they look at: a later message mentions a planted id
-            say = f"Following up on {facts[-1].key} from earlier."
-        model.next_call = {"id": f"call_{run}_{step}", "name": kind["function"]["name"],
-                           "arguments": {"query": f"step {step}"}, "say": say}
+        planned = next(plan)
+        model.next_call = planned.call
         before = len(model.received)
-        response = client.post(PATH[api], json=request_body(api, {"model": MODEL, "messages": history, "tools": TOOLS}))
-        raw_tokens.append(counter.count_messages(history, MODEL) + counter.count_tools(TOOLS, MODEL))
+        response = client.post(PATH[api], json=request_body(api, {"model": MODEL, "messages": history, "tools": tools}))
+        raw_tokens.append(counter.count_messages(history, MODEL) + counter.count_tools(tools, MODEL))
         if response.status_code != 200:
             refused += 1
             continue
@@ -163,13 +173,14 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
             newest_verbatim += content_text(forwarded_last) == history[-1]["content"]
         answer, _ = read_answer(api, response.json())
         history.append(answer)
-        tokens = rng.randint(300, 4000)
-        fact = Fact.plant(rng, kind["function"]["name"]) if step in fact_steps else None
-        history.append({"role": "tool", "tool_call_id": answer["tool_calls"][0]["id"],
-                        "content": make_result(rng, kind["function"]["name"], tokens, fact)})
+        if planned.result is None:  # a text answer; the next task's question follows
+            history.append({"role": "user", "content": planned.user})
+            continue
+        fact, text = planned.result(rng, step in fact_steps)
+        history.append({"role": "tool", "tool_call_id": answer["tool_calls"][0]["id"], "content": text})
         if fact:
             facts.append(fact)
-    result = _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events, api)
+    result = _score(client, model, history, facts, firsts, raw_tokens, counter, window, refused, events, api, tools)
     result["bought"] = [b - a for a, b in zip(event_steps, event_steps[1:])]  # steps each event bought
     result["newest"], result["newest_verbatim"] = newest, newest_verbatim
     return result
@@ -177,7 +188,7 @@ def run_once(proxy: str, model: ScriptedModel, rng: random.Random, steps: int, c
 
 def _score(client: httpx.Client, model: ScriptedModel, history: list, facts: list[Fact], firsts: list,
            raw_tokens: list[int], counter: TiktokenCounter, window: int, refused: int, events: int,
-           api: str = "chat") -> dict[str, Any]:
+           api: str = "chat", tools: list | None = None) -> dict[str, Any]:
     stable = sum(1 for a, b in zip(firsts, firsts[1:]) if extends(api, a, b))
     # Forwarded tokens counted on the chat form of what the model received, so every API counts alike.
     chats = [conversation(api, b) for b in firsts]
@@ -187,7 +198,7 @@ def _score(client: httpx.Client, model: ScriptedModel, history: list, facts: lis
     for fact in facts:
         model.question, model.recalled = fact, False
         response = client.post(PATH[api], json=request_body(api, {"model": MODEL, "messages": history + [
-            {"role": "user", "content": fact.question}], "tools": TOOLS}))
+            {"role": "user", "content": fact.question}], "tools": tools}))
         ok = response.status_code == 200 and fact.answer in (read_answer(api, response.json())[0].get("content") or "")
         in_text += ok and not model.recalled
         recalled += ok and model.recalled
@@ -205,16 +216,22 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--window", type=int, default=128_000)
     parser.add_argument("--api", choices=APIS, default="chat", help="the API the agent speaks")
+    parser.add_argument("--workload", choices=["synthetic", "livemcp"], default="synthetic",
+                        help="synthetic: results of 300-4,000 tokens made here; livemcp: LiveMCPBench's real calls and results")
+    parser.add_argument("--min-result-tokens", type=int, default=0,
+                        help="livemcp: keep only the steps whose real result is at least this many tokens")
     args = parser.parse_args()
     model = ScriptedModel()
     upstream = serve_model(model)
     # Default policies, as a new user gets them (the loop guard stops repetition only, never a long task).
     proxy, url = start_proxy(upstream, proxy_config(args.api, upstream, args.window))
     counter = TiktokenCounter()
+    workload = SyntheticWorkload() if args.workload == "synthetic" else \
+        LiveMCPWorkload(load_livemcp(args.min_result_tokens, lambda text: counter.count_text(text, MODEL)))
     results = []
     try:
         for run in range(args.runs):
-            r = run_once(url, model, random.Random(args.seed + run), args.steps, counter, args.window, run, args.api)
+            r = run_once(url, model, random.Random(args.seed + run), args.steps, counter, args.window, run, args.api, workload)
             results.append(r)
             print(f"run {run}: prefix-stable {r['stable']}/{r['pairs']} = {r['stable'] / r['pairs']:.3f}; "
                   f"compaction events {r['events']}; forwarded/raw (last 10 steps) {r['ratio']:.3f} "
@@ -227,7 +244,7 @@ def main() -> None:
     stable = sum(r["stable"] for r in results) / sum(r["pairs"] for r in results)
     kept = sum(r["in_text"] + r["recalled"] for r in results) / max(1, sum(r["facts"] for r in results))
     ratio = sum(r["ratio"] for r in results) / len(results)
-    print(f"\nALL ({args.api}) {len(results)} runs × {args.steps} steps (window {args.window:,}): prefix-stable {stable:.3f} (target ≥ 0.90); "
+    print(f"\nALL ({args.api}, {args.workload}{f' ≥ {args.min_result_tokens} tokens' if args.min_result_tokens else ''}) {len(results)} runs × {args.steps} steps (window {args.window:,}): prefix-stable {stable:.3f} (target ≥ 0.90); "
           f"forwarded/raw last 10 steps {ratio:.3f} (≤ 0.35); facts retained {kept:.1%} (≥ 95%); "
           f"requests over the window {sum(r['over'] for r in results)} (0); "
           f"newest result verbatim {sum(r['newest_verbatim'] for r in results)}/{sum(r['newest'] for r in results)}; "

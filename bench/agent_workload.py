@@ -12,6 +12,8 @@ import json
 import random
 import string
 from dataclasses import dataclass
+from itertools import count
+from typing import Any, Callable, Iterator
 
 # Characters per token (tiktoken, measured on each generator's output), so a result asked for N tokens has about N.
 CHARS_PER_TOKEN = {"search_orders": 2.42, "read_logs": 2.45, "read_file": 3.7, "fetch_doc": 5.5}
@@ -47,6 +49,9 @@ class Fact:
         if kind == "search_orders":
             key = f"ORD-{rng.randint(100000, 999999)}"
             return cls(kind, key, f"What is the tracking code of order {key}?", answer)
+        if kind == "record":  # planted in a real result (bench/livemcp_workload.py)
+            key = f"REF-{rng.randint(100000, 999999)}"
+            return cls(kind, key, f"What is the confirmation code for reference {key}?", answer)
         if kind == "read_logs":
             key = f"worker-{rng.randint(100, 999)}"
             return cls(kind, key, f"Which error code did {key} report in the checkout logs?", answer)
@@ -55,6 +60,45 @@ class Fact:
             return cls(kind, key, f"What value is the constant {key} set to in the code?", answer)
         key = f"cluster {rng.choice(['atlas', 'borealis', 'cygnus', 'draco', 'eridani'])}-{rng.randint(10, 99)}"
         return cls(kind, key, f"What is the maintenance ticket for {key} according to the runbook?", answer)
+
+
+@dataclass
+class Step:
+    """What the scripted model does at one step of bench/agent_loop.py, and what the client sends back."""
+
+    call: dict[str, Any]  # ScriptedModel.next_call: a tool call, or {"final": text} for a text answer
+    # The tool result, given the run's rng and whether to plant a fact in it: (the fact or None, the text).
+    result: Callable[[random.Random, bool], tuple[Fact | None, str]] | None = None
+    user: str | None = None  # after a text answer: the next user message
+
+
+SYSTEM = "You are an operations agent. Use the tools to investigate; cite ids and values exactly."
+TASK = "Investigate last week's checkout failures across orders, logs, code and runbooks, and report what you find."
+
+
+class SyntheticWorkload:
+    """One task, a tool call every step, results of 300-4,000 tokens of the four kinds above."""
+
+    system, tools = SYSTEM, TOOLS
+
+    def session(self, rng: random.Random, run: int, facts: list[Fact]) -> tuple[str, Iterator[Step]]:
+        return TASK, self._steps(rng, run, facts)
+
+    @staticmethod
+    def _steps(rng: random.Random, run: int, facts: list[Fact]) -> Iterator[Step]:
+        for step in count():
+            name = TOOLS[rng.randrange(len(TOOLS))]["function"]["name"]
+            say = rng.choice(["Checking the next source.", "Let me look at this.", ""])
+            if facts and rng.random() < 0.3:  # agents name what they look at: a later message mentions a planted id
+                say = f"Following up on {facts[-1].key} from earlier."
+            call = {"id": f"call_{run}_{step}", "name": name, "arguments": {"query": f"step {step}"}, "say": say}
+            yield Step(call, result=lambda rng, with_fact, name=name: _synthetic(rng, name, with_fact))
+
+
+def _synthetic(rng: random.Random, kind: str, with_fact: bool) -> tuple[Fact | None, str]:
+    tokens = rng.randint(300, 4000)
+    fact = Fact.plant(rng, kind) if with_fact else None
+    return fact, make_result(rng, kind, tokens, fact)
 
 
 def make_result(rng: random.Random, kind: str, tokens: int, fact: Fact | None) -> str:

@@ -217,3 +217,53 @@ def test_render_hits_names_refs_and_stays_within_its_bound():
     assert render_hits([]) == "no archived content matches the query."
     short = render_hits(hits, limit=500)
     assert len(short) <= 500 and [line[:9] for line in short.splitlines()[1:]] == ["ref=ar_0:"]
+
+
+# ---------------------------------------------------------------------------- an id asked about, in a long chunk
+
+
+def _link_page(fact: str, at: int) -> str:
+    """A fetched web page as an agent's tool gets it: a run of links with no sentence end, so its
+    chunks are the longest there are (CHUNK_CHARS), and one line of it states a record."""
+    links = [f"* [Section {i}](/news/section-{i})" for i in range(300)]
+    links.insert(at, fact)
+    return "Contents of https://example.org/news:\n" + " ".join(links)
+
+
+def _records_among_pages() -> dict[str, str]:
+    """20 short results that each state another reference's code in the same words, 40 pages of
+    unrelated rows, and one long page holding the reference asked about."""
+    rng = random.Random(5)
+    docs = {f"ar_{i:02d}": f"Confirmation code for reference REF-{rng.randint(100000, 999999)}: {rng.randint(100, 999)}-X."
+            for i in range(20)}
+    for d in range(40):
+        docs[f"ar_bg{d:02d}"] = " ".join(f"Row {d}-{i}: the station at km {rng.randint(1, 900)} reported "
+                                         f"{rng.randint(1, 50)} trains on time." for i in range(40))
+    docs["ar_page"] = _link_page("confirmation code for reference REF-298115: E08-MYGW", at=110)
+    return docs
+
+
+QUESTION = "What is the confirmation code for reference REF-298115?"
+
+
+def test_the_chunk_holding_the_id_asked_about_ranks_first_however_long_it_is():
+    # BM25 alone ranked the 20 short results first: they share the question's other words, and the
+    # page's 2,000-character chunk is scored down for its length.
+    docs = _records_among_pages()
+    chunk = next(c for c in chunks(docs["ar_page"]) if "REF-298115" in c)
+    assert len(chunk) > 1900
+    hits = ArchiveSearch().search(docs, QUESTION, 5)
+    assert hits[0].ref == "ar_page" and "E08-MYGW" in hits[0].chunk
+    assert [h.ref for h in hits[1:]] == ["ar_00", "ar_01", "ar_02", "ar_03"]  # then the rest, by BM25
+
+
+def test_a_long_hit_is_shown_around_what_the_query_names():
+    docs = _records_among_pages()
+    hits = ArchiveSearch().search(docs, QUESTION, 1)
+    assert hits[0].chunk.index("E08-MYGW") > archive_search.HIT_CHARS  # past what a head would show
+    shown = render_hits(hits, query=QUESTION)
+    assert "REF-298115: E08-MYGW" in shown and "ref=ar_page: …" in shown
+    assert len(shown.splitlines()[1]) <= len("ref=ar_page: ") + archive_search.HIT_CHARS
+    assert "E08-MYGW" not in render_hits(hits)  # no query: the head, as before
+    short = Hit("ar_x", "REF-298115 is near the start " + "x" * 3000, 1.0)
+    assert render_hits([short], query=QUESTION).splitlines()[1].startswith("ref=ar_x: REF-298115 is near")

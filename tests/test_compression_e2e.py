@@ -250,6 +250,28 @@ def test_archive_and_recall_round_trip(fake, start_proxy, stream):
         assert name in metrics, name
 
 
+PAGE = "Contents of https://example.org/news:\n" + " ".join(
+    [f"* [Section {i}](/news/section-{i})" for i in range(110)] + ["confirmation code for reference REF-298115: E08-MYGW"]
+    + [f"* [Section {i}](/news/section-{i})" for i in range(110, 300)])
+
+
+def test_recall_by_query_shows_the_part_of_a_long_chunk_that_names_the_id(fake, start_proxy):
+    # A fetched page has no sentence ends, so its chunks are 2,000 characters; the line asked about
+    # sits past the first 1,200 a hit shows. The hit must show that line, not the chunk's head.
+    conversation = archived_conversation()
+    conversation[3] = {**conversation[3], "content": PAGE}
+    conversation[-1] = {"role": "user", "content": "What is the confirmation code for reference REF-298115?"}
+    proxy = start_proxy({"models": {"gpt-4o": {"context_window": window_for(conversation, 0.87)}},
+                         "policies": {**policies_off("archive"), "archive": {"enabled": True}}})
+    fake.reply(tool_calls=[{"name": "context_recall", "arguments": json.dumps({"query": "confirmation code REF-298115"})}])
+    fake.reply(content="E08-MYGW")
+    openai_client(proxy).chat.completions.create(model="gpt-4o", messages=conversation)
+    first, second = fake.chat_requests
+    assert "E08-MYGW" not in first["messages"][3]["content"]  # archived behind a stub
+    answer = second["messages"][-1]["content"]
+    assert "REF-298115: E08-MYGW" in answer and answer.count("\n") >= 1
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_recall_of_unknown_and_foreign_refs_answers_an_error_text(fake, start_proxy, stream):
     proxy = start_proxy(archive_on())

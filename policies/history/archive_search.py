@@ -24,7 +24,7 @@ import numpy as np
 
 from ..cache import LRU, stable_hash
 from ..text.sentences import split_sentences
-from .content import clip, content_type, parse_json, starts_block, tokens
+from .content import clip, content_type, distinctive_terms, parse_json, starts_block, tokens
 
 LOG_GROUP = 5  # log lines per chunk
 CODE_WINDOW = 40  # lines per chunk of a long code block
@@ -238,13 +238,20 @@ class _Index:
         arrays = sum(getattr(v, "nbytes", 0) for v in getattr(self.bm25, "scores", {}).values())
         return arrays + 200 * len(self.vocab)
 
-    def top(self, words: Sequence[str], k: int) -> list[Hit]:
+    def top(self, words: Sequence[str], k: int, identifiers: Sequence[str] = ()) -> list[Hit]:
         ids = [self.vocab[w] for w in dict.fromkeys(words) if w in self.vocab]
         if not ids:
             return []
         scores = np.round(self.bm25.get_scores(ids).astype(np.float64), 6)  # rounded: ties are ties
         matched = np.flatnonzero(scores > 0)
-        best = matched[np.lexsort((matched, -scores[matched]))[:k]]  # by score, then chunk order
+        # A chunk holding more of the query's identifiers ranks first, whatever its length: BM25 alone
+        # lets a short chunk that shares the question's common words ("confirmation code for
+        # reference") outrank the long one holding the id asked about.
+        named = np.zeros(len(scores))
+        for word in dict.fromkeys(identifiers):
+            if word in self.vocab:
+                named += self.bm25.get_scores([self.vocab[word]]) > 0
+        best = matched[np.lexsort((matched, -scores[matched], -named[matched]))[:k]]  # by ids, score, chunk order
         return [Hit(self.owners[i][0], self.owners[i][1], float(scores[i])) for i in best.tolist()]
 
 
@@ -296,17 +303,20 @@ class ArchiveSearch:
                 return []
             index = _Index(owners, corpus)
             self._indexes.put(key, index)
-        return index.top(words, k)
+        return index.top(words, k, [w for w in words if w in distinctive_terms(query)])
 
 
-def render_hits(hits: Sequence[Hit], limit: int = RENDER_CHARS) -> str:
-    """The hits as the model reads them: `ref=<ref>: <chunk>` each, best first, within `limit` characters."""
+def render_hits(hits: Sequence[Hit], limit: int = RENDER_CHARS, query: str = "") -> str:
+    """The hits as the model reads them: `ref=<ref>: <chunk>` each, best first, within `limit` characters.
+    A chunk longer than HIT_CHARS shows the part around what `query` names (its head otherwise)."""
     if not hits:
         return "no archived content matches the query."
     out = ["archived parts matching the query, best first (context_recall(ref=...) returns a whole text):"]
     used = len(out[0])
+    words = [w for w in dict.fromkeys(search_words(query)) if w not in _STOPWORDS and len(w) > 1]
+    weights = {w: 10 if w in distinctive_terms(query) else 1 for w in words}
     for hit in hits:
-        line = f"ref={hit.ref}: {clip(hit.chunk, HIT_CHARS)}"
+        line = f"ref={hit.ref}: {_excerpt(hit.chunk, weights, HIT_CHARS)}"
         if used + len(line) + 1 > limit:
             if limit - used > 200:
                 out.append(clip(line, limit - used - 1))
@@ -314,3 +324,32 @@ def render_hits(hits: Sequence[Hit], limit: int = RENDER_CHARS) -> str:
         out.append(line)
         used += len(line) + 1
     return "\n".join(out)
+
+
+def _excerpt(chunk: str, weights: Mapping[str, int], size: int) -> str:
+    """`chunk`, or the `size` characters of it that cover the most of the query's words (an identifier
+    counts ten). A hit is ranked by words anywhere in a chunk of up to CHUNK_CHARS; a head clipped
+    at `size` can miss the very line asked for."""
+    if len(chunk) <= size or not weights:
+        return clip(chunk, size)
+    low = chunk.lower()
+    spots = sorted({i for w in weights for i in _occurrences(low, w)})
+    lead = size // 4  # the window starts this far before the spot it is built around
+
+    def covered(spot: int) -> int:
+        window = low[max(0, spot - lead): max(0, spot - lead) + size]
+        return sum(weight for w, weight in weights.items() if w in window)
+
+    best = max(spots, key=lambda spot: (covered(spot), -spot), default=0)
+    start = min(max(0, best - lead), len(chunk) - size)
+    if start <= 0:
+        return clip(chunk, size)
+    end = start + size
+    return "…" + chunk[start + 1: end - 1] + ("…" if end < len(chunk) else chunk[end - 1: end])
+
+
+def _occurrences(text: str, word: str, at_most: int = 50) -> Iterator[int]:
+    at = text.find(word)
+    while at >= 0 and at_most > 0:
+        yield at
+        at, at_most = text.find(word, at + 1), at_most - 1

@@ -134,7 +134,7 @@ def _pieces(word: str) -> tuple[str, ...]:
     return tuple(p for p in dict.fromkeys(pieces) if p != word)
 
 
-def _distinctive(text: str) -> frozenset[str]:
+def distinctive_terms(text: str) -> frozenset[str]:
     """Identifier-like words (digits, inner separators, camelCase, ACRONYMS) and their numeric parts."""
     terms: set[str] = set()
     for word in _TOKEN.findall(text):
@@ -150,7 +150,7 @@ class Mentions:
         self.text = " " + " ".join(text.lower().split()) + " "
         self.words = frozenset(_TOKEN.findall(text.lower()))
         self.all = frozenset(tokens(text))
-        self.terms = _distinctive(text)
+        self.terms = distinctive_terms(text)
         self._memo: dict[str, bool] = {}
 
     def names(self, value: str) -> bool:

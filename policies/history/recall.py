@@ -98,7 +98,7 @@ async def _search_archive(ex: Exchange, pad: Scratchpad, record: RecordFn, ref: 
     record(ex, "recall_search", refs=len(docs), hits=len(hits))
     if not hits:
         return f"nothing archived in this conversation matches {query!r}."
-    return render_hits(hits)
+    return render_hits(hits, query=query)
 
 
 def ensure_recall_tool(ex: Exchange, pad: Scratchpad, record: RecordFn, rounds: int | None = None) -> bool:
