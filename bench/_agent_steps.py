@@ -1,4 +1,5 @@
-"""A live agent loop for bench/overhead.py: 60 steps, each with a new 300–4,000-token tool result.
+"""A live agent loop for bench/overhead.py: 60 steps, each with a new 300–4,000-token tool result
+(made here, or with `real` LiveMCPBench's real results of 300 tokens or more).
 
 Each step's request is the whole history so far, sent once, as an agent sends it: what the proxy
 has seen before is the earlier steps, and the newest tool result is new to it.
@@ -55,9 +56,23 @@ def tool_result(rng: random.Random, step: int) -> str:
     return "".join(parts)
 
 
-def conversation(seed: int, steps: int) -> list[list[dict]]:
-    """The message list an agent sends at each step (step k: k tool results so far)."""
+def real_results(seed: int, min_tokens: int = 300) -> list[str]:
+    """LiveMCPBench's real tool results of at least `min_tokens` (bench/livemcp_workload.py), in a seeded order."""
+    from livemcp_workload import load
+
+    from ctxwarden.policies.text.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    results = [s["result"] for t in load(min_tokens, lambda text: counter.count_text(text, "gpt-4o")) for s in t["steps"]]
+    random.Random(seed).shuffle(results)
+    return results
+
+
+def conversation(seed: int, steps: int, real: bool = False) -> list[list[dict]]:
+    """The message list an agent sends at each step (step k: k tool results so far); `real`: each
+    step's result is a real one (LiveMCPBench) instead of one made here."""
     rng = random.Random(seed)
+    real_ones = real_results(seed) if real else []
     messages = [{"role": "system", "content": "You are an operations agent. Use the tools; be concise."},
                 {"role": "user", "content": f"Reconcile the open orders of region {seed} and report what is late."}]
     out = []
@@ -65,12 +80,12 @@ def conversation(seed: int, steps: int) -> list[list[dict]]:
         call = {"id": f"call_{seed}_{step}", "type": "function",
                 "function": {"name": TOOLS[step % len(TOOLS)]["function"]["name"], "arguments": json.dumps({"query": f"page {step}"})}}
         messages = [*messages, {"role": "assistant", "content": None, "tool_calls": [call]},
-                    {"role": "tool", "tool_call_id": call["id"], "content": tool_result(rng, step)}]
+                    {"role": "tool", "tool_call_id": call["id"], "content": real_ones[step % len(real_ones)] if real else tool_result(rng, step)}]
         out.append(messages)
     return out
 
 
-def added_by_step(direct: str, proxied: str, runs: int = 4, steps: int = 60) -> tuple[dict, dict]:
+def added_by_step(direct: str, proxied: str, runs: int = 4, steps: int = 60, real: bool = False) -> tuple[dict, dict]:
     """For every step, per run: the added ms (through the proxy minus direct, same body, back to
     back) and the proxy's own request-policy ms (its Server-Timing header). Once history is
     compacted the proxy forwards less than the client sent, so the upstream reads less and the
@@ -80,7 +95,7 @@ def added_by_step(direct: str, proxied: str, runs: int = 4, steps: int = 60) -> 
     with httpx.Client(timeout=120) as client:
         for run in range(runs):
             session = {**HEADERS, "x-ctxwarden-session": f"agent-loop-{run}"}
-            for k, messages in enumerate(conversation(1000 + run, steps), start=1):
+            for k, messages in enumerate(conversation(1000 + run, steps, real), start=1):
                 raw = json.dumps({"model": "gpt-4o", "messages": messages, "tools": TOOLS}).encode()
                 # The model answers with its next tool call, as an agent's model does mid-task (the
                 # fake's default echoes the last user message, notes the proxy appended included:

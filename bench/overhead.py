@@ -209,9 +209,11 @@ def stream_table(fake_url: str, urls: dict[str, str], runs: int) -> None:
     print(f"  {'default policies, KB loaded':30} added {added:7.3f} ms   × floor {added / floor:5.2f}")
 
 
-def agent_loop_table(fake_url: str, url: str, floor_p50: float, runs: int) -> None:
-    added, policy = added_by_step(fake_url, url, runs=runs)
-    print(f"\n[default policies in a 60-step agent loop: a new 300–4,000-token tool result each step (JSON, logs, code or prose), {runs} runs, "
+def agent_loop_table(fake_url: str, url: str, floor_p50: float, runs: int, real: bool = False) -> None:
+    added, policy = added_by_step(fake_url, url, runs=runs, real=real)
+    what = "a real tool result of 300 tokens or more (LiveMCPBench)" if real else \
+        "a new 300–4,000-token tool result (JSON, logs, code or prose)"
+    print(f"\n[default policies in a 60-step agent loop: {what} each step, {runs} runs, "
           "each request sent once; policies = the proxy's own request-policy time (server-timing)]")
     for step in (1, 5, 10, 20, 30, 40, 50, 60):
         print(f"  step {step:2}: added median {statistics.median(added[step]):7.2f} ms, "
@@ -258,6 +260,8 @@ def main() -> None:
     parser.add_argument("--no-litellm", action="store_true")
     parser.add_argument("--quick", action="store_true", help="small numbers, to try the bench itself")
     parser.add_argument("--api-only", action="store_true", help="the per-API table alone")
+    parser.add_argument("--real-results", action="store_true",
+                        help="the agent loop's tool results are LiveMCPBench's real ones (300 tokens or more)")
     parser.add_argument("--agent-only", action="store_true",
                         help="the one-message floor and the 60-step agent loop alone (issue 45's figures)")
     args = parser.parse_args()
@@ -274,12 +278,12 @@ def main() -> None:
             times = interleaved({k: urls[k] for k in ("upstream", FLOOR)}, SMALL, args.n)
             floor_p50 = statistics.median(times[FLOOR]) - statistics.median(times["upstream"])
             print(f"one-message floor: added p50 {floor_p50:.3f} ms ({args.n} requests)")
-            agent_loop_table(fake_url, urls["ctxwarden, default policies"], floor_p50, args.runs)
+            agent_loop_table(fake_url, urls["ctxwarden, default policies"], floor_p50, args.runs, args.real_results)
             return
         rows = latency_table(urls, args.n, args.seconds)
         per_api_table(urls, args.api_n)
         stream_table(fake_url, urls, max(20, args.n // 16))  # medians of fewer runs swing ±30 %
-        agent_loop_table(fake_url, urls["ctxwarden, default policies"], rows[FLOOR]["p50"], args.runs)
+        agent_loop_table(fake_url, urls["ctxwarden, default policies"], rows[FLOOR]["p50"], args.runs, args.real_results)
         for proc in procs:
             proc.stop()
         procs = []
