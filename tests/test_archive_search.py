@@ -265,5 +265,8 @@ def test_a_long_hit_is_shown_around_what_the_query_names():
     assert "REF-298115: E08-MYGW" in shown and "ref=ar_page: …" in shown
     assert len(shown.splitlines()[1]) <= len("ref=ar_page: ") + archive_search.HIT_CHARS
     assert "E08-MYGW" not in render_hits(hits)  # no query: the head, as before
+    labelled = Hit("ar_y", "results[41]: " + "x " * 750 + "REF-298115: E08-MYGW " + "y " * 200, 1.0)
+    line = render_hits([labelled], query=QUESTION).splitlines()[1]  # where the part is stays in view
+    assert line.startswith("ref=ar_y: results[41]: …") and "E08-MYGW" in line
     short = Hit("ar_x", "REF-298115 is near the start " + "x" * 3000, 1.0)
     assert render_hits([short], query=QUESTION).splitlines()[1].startswith("ref=ar_x: REF-298115 is near")

@@ -42,6 +42,7 @@ _TRANSCRIPT = re.compile(r"^(?:user|assistant|system|developer)(?: called [\w.-]
                          r"|^assistant called ")
 _TOOL_RESULT = re.compile(r"^(tool [\w.-]* ?result): (.*)$", re.DOTALL)
 _DECODER = json.JSONDecoder()
+_LABEL = re.compile(r"(?:[\w.-]*\[[\d-]+\]|top-level|lines \d+-\d+|tool [\w.-]* ?result[^:\n]{0,40}): ")  # chunks(): its label
 
 Piece = tuple[str, str]  # (label, body): the label locates the body in its text
 
@@ -341,11 +342,14 @@ def _excerpt(chunk: str, weights: Mapping[str, int], size: int) -> str:
         return sum(weight for w, weight in weights.items() if w in window)
 
     best = max(spots, key=lambda spot: (covered(spot), -spot), default=0)
+    label = _LABEL.match(chunk)
+    head = label.group(0) if label else ""  # where the part is (`results[41]: `, `lines 1-12: `) stays in view
+    size -= len(head)
     start = min(max(0, best - lead), len(chunk) - size)
-    if start <= 0:
-        return clip(chunk, size)
+    if start <= len(head):
+        return clip(chunk, size + len(head))
     end = start + size
-    return "…" + chunk[start + 1: end - 1] + ("…" if end < len(chunk) else chunk[end - 1: end])
+    return head + "…" + chunk[start + 1: end - 1] + ("…" if end < len(chunk) else chunk[end - 1: end])
 
 
 def _occurrences(text: str, word: str, at_most: int = 50) -> Iterator[int]:
