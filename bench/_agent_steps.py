@@ -56,23 +56,26 @@ def tool_result(rng: random.Random, step: int) -> str:
     return "".join(parts)
 
 
-def real_results(seed: int, min_tokens: int = 300) -> list[str]:
-    """LiveMCPBench's real tool results of at least `min_tokens` (bench/livemcp_workload.py), in a seeded order."""
+def real_results(run: int, steps: int, min_tokens: int = 300) -> list[str]:
+    """`steps` of LiveMCPBench's real tool results of at least `min_tokens` (bench/livemcp_workload.py):
+    one seeded order, each run its own slice of it (319 results: no run sees another's, so no
+    result's token count is already cached when it arrives)."""
     from livemcp_workload import load
 
     from ctxwarden.policies.text.tokens import TiktokenCounter
 
     counter = TiktokenCounter()
     results = [s["result"] for t in load(min_tokens, lambda text: counter.count_text(text, "gpt-4o")) for s in t["steps"]]
-    random.Random(seed).shuffle(results)
-    return results
+    random.Random(0).shuffle(results)
+    start = run * steps % len(results)
+    return (results[start:] + results[:start])[:steps]
 
 
 def conversation(seed: int, steps: int, real: bool = False) -> list[list[dict]]:
     """The message list an agent sends at each step (step k: k tool results so far); `real`: each
     step's result is a real one (LiveMCPBench) instead of one made here."""
     rng = random.Random(seed)
-    real_ones = real_results(seed) if real else []
+    real_ones = real_results(seed % 1000, steps) if real else []
     messages = [{"role": "system", "content": "You are an operations agent. Use the tools; be concise."},
                 {"role": "user", "content": f"Reconcile the open orders of region {seed} and report what is late."}]
     out = []
