@@ -8,6 +8,7 @@ import random
 import time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ctxwarden.policies.history import archive_search
 from ctxwarden.policies.history.archive_search import RENDER_CHARS, ArchiveSearch, Hit, chunks, render_hits
@@ -270,3 +271,14 @@ def test_a_long_hit_is_shown_around_what_the_query_names():
     assert line.startswith("ref=ar_y: results[41]: …") and "E08-MYGW" in line
     short = Hit("ar_x", "REF-298115 is near the start " + "x" * 3000, 1.0)
     assert render_hits([short], query=QUESTION).splitlines()[1].startswith("ref=ar_x: REF-298115 is near")
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunk=st.text(alphabet=st.sampled_from(list("ab ref-12:\n[]résumé🙂")), max_size=4000),
+       query=st.text(alphabet=st.sampled_from(list("ab ref-12 ?")), max_size=40))
+def test_a_shown_hit_is_bounded_and_made_of_the_chunk(chunk, query):
+    line = render_hits([Hit("ar_f", chunk, 1.0)], query=query).split("\n", 1)[1]
+    shown = line[len("ref=ar_f: "):]
+    assert len(shown) <= archive_search.HIT_CHARS
+    for piece in shown.split("…"):  # what is not an ellipsis the hit added is the chunk's own text
+        assert piece in chunk
