@@ -76,13 +76,18 @@ def _scenes() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
                                              {"role": "assistant", "content": "Noted: budget hotels under $50."},
                                              {"role": "user", "content": "Actually, I want a luxury 5-star hotel."}]},
          {"content": "Here are three 5-star hotels."}),
-        ("agent loop", {"messages": [SYSTEM, {"role": "user", "content": "Weather in Paris?"},
-                                     *[m for i in range(3) for m in (_call(f"w{i}", "get_weather", {"city": "Paris"}),
-                                                                     {"role": "tool", "tool_call_id": f"w{i}", "content": "error: timeout"})]]},
-         {"content": "Let me try again."}),
+        ("agent loop", {"messages": _weather_loop(3)}, {"content": "The weather service keeps timing out; I'll say so."}),
+        ("agent loop, on after the note", {"messages": _weather_loop(4)}, {"content": "Let me try again."}),
         ("hallucinated answer", {"messages": [SYSTEM, {"role": "user", "content": "Where is the Eiffel Tower?"}]},
          {"content": "The Eiffel Tower is located in London."}),
     ]
+
+
+def _weather_loop(calls: int) -> list[dict]:
+    """An agent calling the same tool with the same arguments `calls` times, the same error each time."""
+    return [SYSTEM, {"role": "user", "content": "Weather in Paris?"},
+            *[m for i in range(calls) for m in (_call(f"w{i}", "get_weather", {"city": "Paris"}),
+                                                {"role": "tool", "tool_call_id": f"w{i}", "content": "error: timeout"})]]
 
 
 def _scene_block(title: str, sent: int, up: int | None, actions: str, answer: str) -> str:

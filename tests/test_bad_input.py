@@ -229,7 +229,7 @@ def test_stream_options_must_be_an_object(start_proxy, fake, options, param):
 
 
 def test_loop_stop_stream_with_usage(start_proxy, fake):
-    proxy = start_proxy()
+    proxy = start_proxy({"policies": {"loops": {"action": "stop"}}})
     r = post(proxy, {"model": "gpt-4o", "messages": looping(), "stream": True, "stream_options": {"include_usage": True}})
     assert r.status_code == 200 and r.headers["x-ctxwarden-actions"] == "loops.stop"
     chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]

@@ -20,7 +20,9 @@ def test_demo_shows_each_policy_at_work(tmp_path):
     assert "history.compaction" in blocks["bulky tool result"][1]  # over budget.compress: compacted to a digest behind a ref
     assert "history.summarize" in blocks["29-message history"][1]
     assert "clash.note" in blocks["changed preference"][1]
-    assert "loops.stop" in blocks["agent loop"][1] and "answered by the proxy" in blocks["agent loop"][0]
+    assert "loops.inject" in blocks["agent loop"][1] and "forwarded" in blocks["agent loop"][0]  # a note to the model
+    after = blocks["agent loop, on after the note"]
+    assert "loops.stop" in after[1] and "answered by the proxy" in after[0] and "after a note" in after[1]
     assert "poisoning.blocked" in blocks["hallucinated answer"][1]
     assert 'contradicts the knowledge base: "The Eiffel Tower is located in Paris, France."' in blocks["hallucinated answer"][1]
     for name in ("45 tools offered", "bulky tool result", "29-message history"):  # the whole answer, never cut

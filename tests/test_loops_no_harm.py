@@ -1,9 +1,10 @@
 """Do no harm, loops (issue 41, item 3), through the real server and the fake upstream:
 
 - a long agent run of distinct calls is never stopped with the default config (no count limit);
-- a true loop (the same call, the same arguments, the same result) is stopped, and the answer
-  says the proxy wrote it: finish_reason "content_filter", x-ctxwarden-actions loops.stop, text
-  opening with "[ctxwarden]", body field ctxwarden.author == "proxy" (streamed too);
+- a true loop (the same call, the same arguments, the same result) gets a note to the model first
+  (the default, `action: inject`) and is stopped if it goes on; a stop says the proxy wrote it:
+  finish_reason "content_filter", x-ctxwarden-actions loops.stop, text opening with "[ctxwarden]",
+  body field ctxwarden.author == "proxy" (streamed too);
 - `action: inject` forwards its note in a user turn, never as a late system/developer message.
 """
 
@@ -67,11 +68,30 @@ def test_a_200_step_run_passes_the_loops_policy_unchanged(fake, start_proxy):
     assert fake.chat_requests[-1]["messages"] == sent  # 199 rounds in, forwarded as sent
 
 
-def test_a_true_loop_is_stopped_and_says_the_proxy_stopped_it(fake, start_proxy):
+def test_a_true_loop_gets_a_note_first_and_is_stopped_if_it_goes_on(fake, start_proxy):
     proxy = start_proxy()  # the default config
     with httpx.Client(base_url=proxy.url, timeout=30) as client:
         assert "loops." not in post(client, convo(SAME, SAME)).headers["x-ctxwarden-actions"]  # twice: not yet a loop
+        noted = post(client, convo(SAME, SAME, SAME))  # three times: the model is told, and answers
+        assert "loops.inject" in noted.headers["x-ctxwarden-actions"].split(",") and "ctxwarden" not in noted.json()
+        assert fake.chat_requests[-1]["messages"][-1]["content"].startswith("[ctxwarden] Loop guard")
+        answer = post(client, convo(SAME, SAME, SAME, SAME))  # it called the same thing again
+    assert answer.status_code == 200
+    assert "after a note" in answer.json()["choices"][0]["message"]["content"]
+    _assert_stopped_by_the_proxy(answer)
+    assert len(fake.chat_requests) == 2  # the continued loop never reached the upstream
+
+
+def test_a_true_loop_is_stopped_at_once_with_action_stop(fake, start_proxy):
+    proxy = start_proxy(loops_only(action="stop"))
+    with httpx.Client(base_url=proxy.url, timeout=30) as client:
+        assert "loops." not in post(client, convo(SAME, SAME)).headers["x-ctxwarden-actions"]  # twice: not yet a loop
         answer = post(client, convo(SAME, SAME, SAME))
+    _assert_stopped_by_the_proxy(answer)
+    assert len(fake.chat_requests) == 1  # only the request before the loop reached the upstream
+
+
+def _assert_stopped_by_the_proxy(answer: httpx.Response) -> None:
     assert answer.status_code == 200
     assert "loops.stop" in answer.headers["x-ctxwarden-actions"].split(",")
     body = answer.json()
@@ -80,11 +100,10 @@ def test_a_true_loop_is_stopped_and_says_the_proxy_stopped_it(fake, start_proxy)
     assert choice["message"]["content"].startswith("[ctxwarden] I stopped this agent run")
     assert "read_file(" in choice["message"]["content"]
     assert body["ctxwarden"] == {"author": "proxy", "reason": "loops.stop"}
-    assert len(fake.chat_requests) == 1  # only the request before the loop reached the upstream
 
 
 def test_a_true_loop_is_stopped_while_streaming(fake, start_proxy):
-    proxy = start_proxy()
+    proxy = start_proxy(loops_only(action="stop"))
     with httpx.Client(base_url=proxy.url, timeout=30) as client:
         answer = post(client, convo(SAME, SAME, SAME), stream=True, stream_options={"include_usage": True})
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
@@ -99,7 +118,7 @@ def test_a_true_loop_is_stopped_while_streaming(fake, start_proxy):
 
 
 def test_the_stop_reads_as_the_proxys_in_the_openai_sdk(fake, start_proxy):
-    client = openai_client(start_proxy(loops_only()))
+    client = openai_client(start_proxy(loops_only(action="stop")))
     answer = client.chat.completions.create(model="gpt-4o", messages=convo(SAME, SAME, SAME), tools=TOOLS)
     assert answer.choices[0].finish_reason == "content_filter"
     assert answer.model_extra["ctxwarden"]["author"] == "proxy"

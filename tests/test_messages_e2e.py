@@ -69,7 +69,9 @@ def test_thinking_signatures_and_breakpoints_arrive_byte_identical_when_a_note_i
 
 
 def test_a_loop_is_stopped_in_the_messages_shape(fake, start_proxy):
-    proxy = start_proxy(native(fake, ["loops"]))
+    config = native(fake, ["loops"])
+    config["policies"]["loops"]["action"] = "stop"  # at once (the default notes the model first)
+    proxy = start_proxy(config)
     messages: list = [{"role": "user", "content": "Weather in Paris?"}]
     for i in range(3):
         messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "get_weather",

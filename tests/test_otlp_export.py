@@ -151,7 +151,7 @@ def test_a_stream_cut_by_the_upstream_is_an_error_on_its_client_span(fake, start
 def test_each_policy_span_carries_its_decision(fake, start_proxy, collector):
     from ctxwarden.proxy.demo import _call
 
-    proxy = start_proxy({"policies": policies_off("loops"), "telemetry": {"otlp_endpoint": collector.url}})
+    proxy = start_proxy({"policies": {**policies_off("loops"), "loops": {"enabled": True, "action": "stop"}}, "telemetry": {"otlp_endpoint": collector.url}})
     looping = [{"role": "user", "content": "Weather in Paris?"},
                *[m for i in range(3) for m in (_call(f"w{i}", "get_weather", {"city": "Paris"}),
                                                {"role": "tool", "tool_call_id": f"w{i}", "content": "error: timeout"})]]

@@ -39,7 +39,7 @@ def test_tools_are_filtered_and_hosted_tools_kept(fake, start_proxy):
 
 
 def test_a_loop_is_stopped_and_the_answer_says_the_proxy_wrote_it(fake, start_proxy):
-    proxy = start_proxy({"policies": policies_off("loops")})
+    proxy = start_proxy({"policies": {**policies_off("loops"), "loops": {"enabled": True, "action": "stop"}}})
     items: list = [{"role": "user", "content": "Weather in Paris?"}]
     for i in range(3):
         items += [{"type": "function_call", "call_id": f"c{i}", "name": "get_weather", "arguments": '{"city":"Paris"}'},

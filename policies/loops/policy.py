@@ -3,10 +3,10 @@
 On the way in it looks at the current turn (everything after the last user message) for a
 repeated tool call or a repeated cycle of calls that brought no new information (detect.py).
 A long run of distinct calls is never a loop: the count limit `max_tool_rounds` is off unless a
-user sets it. `action: stop` answers the client from the proxy, marked as the proxy's
-(`finish_reason: "content_filter"`, text opening with "[ctxwarden]", action `loops.stop`);
-`action: inject` forwards the request with a note to the model, and stops the loop if it
-continues after the note.
+user sets it. `action: inject` (the default) forwards the request with a note to the model, and
+stops the loop if it continues after the note; `action: stop` answers the client from the proxy at
+once, marked as the proxy's (`finish_reason: "content_filter"`, text opening with "[ctxwarden]",
+action `loops.stop`).
 
 Independently it is a per-session circuit breaker: exchanges refused by other policies
 (rejected or blocked) are counted in `on_complete`; after `max_retries` in a row, a retry of the
@@ -48,7 +48,9 @@ class LoopsConfig(PolicyConfig):
     max_repeats: int = Field(3, ge=2)
     max_period: int = Field(6, ge=1, le=20)
     max_tool_rounds: int | None = Field(None, ge=1)  # off: a long run is not a loop; set it for a count limit
-    action: Literal["stop", "inject"] = "stop"
+    # inject: a note to the model first, a stop only if it carries on (a real agent that retried a
+    # timed-out call three times was changing course by itself when `stop` answered in its place)
+    action: Literal["stop", "inject"] = "inject"
     max_retries: int | None = Field(3, ge=1)
     max_sessions: int = Field(10_000, ge=1)
     session_ttl_s: float = Field(3600, gt=0)
