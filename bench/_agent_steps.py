@@ -56,10 +56,10 @@ def tool_result(rng: random.Random, step: int) -> str:
     return "".join(parts)
 
 
-def real_results(run: int, steps: int, min_tokens: int = 300) -> list[str]:
+def real_results(seed: int, steps: int, min_tokens: int = 300) -> list[str]:
     """`steps` of LiveMCPBench's real tool results of at least `min_tokens` (bench/livemcp_workload.py):
-    one seeded order, each run its own slice of it (319 results: no run sees another's, so no
-    result's token count is already cached when it arrives)."""
+    one fixed order, and runs of consecutive seeds take consecutive slices of it (319 results: four
+    runs of 60 never share one, so no result's token count is already cached when it arrives)."""
     from livemcp_workload import load
 
     from ctxwarden.policies.text.tokens import TiktokenCounter
@@ -67,15 +67,29 @@ def real_results(run: int, steps: int, min_tokens: int = 300) -> list[str]:
     counter = TiktokenCounter()
     results = [s["result"] for t in load(min_tokens, lambda text: counter.count_text(text, "gpt-4o")) for s in t["steps"]]
     random.Random(0).shuffle(results)
-    start = run * steps % len(results)
-    return (results[start:] + results[:start])[:steps]
+    start = seed * steps % len(results)
+    run = (results[start:] + results[:start])[:steps]
+    return matched_windows(run, random.Random(seed), [range(2, 7), range(steps - 5, steps)]) if steps >= 12 else run
+
+
+def matched_windows(results: list[str], rng: random.Random, windows: list[range]) -> list[str]:
+    """`results` with the texts of two equal windows (the steps around 5 and around 60 that the
+    figure compares) dealt again in pairs of neighbours by size, one of each pair to each window: real
+    results run from 300 to ~6,800 tokens, and without this the ratio reads which ones fell where."""
+    early, late = windows
+    texts = sorted((results[i] for i in [*early, *late]), key=len)
+    out = list(results)
+    for (a, b), i, j in zip(zip(texts[::2], texts[1::2]), early, late):
+        first, second = (a, b) if rng.random() < 0.5 else (b, a)
+        out[i], out[j] = first, second
+    return out
 
 
 def conversation(seed: int, steps: int, real: bool = False) -> list[list[dict]]:
     """The message list an agent sends at each step (step k: k tool results so far); `real`: each
     step's result is a real one (LiveMCPBench) instead of one made here."""
     rng = random.Random(seed)
-    real_ones = real_results(seed % 1000, steps) if real else []
+    real_ones = real_results(seed, steps) if real else []
     messages = [{"role": "system", "content": "You are an operations agent. Use the tools; be concise."},
                 {"role": "user", "content": f"Reconcile the open orders of region {seed} and report what is late."}]
     out = []
