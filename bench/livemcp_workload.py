@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from itertools import count
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -73,7 +74,7 @@ class LiveMCPWorkload:
 
     def _steps(self, order: list[dict[str, Any]], run: int) -> Iterator[Step]:
         n = 0
-        for i in range(10 ** 6):
+        for i in count():
             task, following = order[i % len(order)], order[(i + 1) % len(order)]
             for s in task["steps"]:
                 n += 1

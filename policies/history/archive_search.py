@@ -304,7 +304,8 @@ class ArchiveSearch:
                 return []
             index = _Index(owners, corpus)
             self._indexes.put(key, index)
-        return index.top(words, k, [w for w in words if w in distinctive_terms(query)])
+        named = distinctive_terms(query)
+        return index.top(words, k, [w for w in words if w in named])
 
 
 def render_hits(hits: Sequence[Hit], limit: int = RENDER_CHARS, query: str = "") -> str:
@@ -314,8 +315,8 @@ def render_hits(hits: Sequence[Hit], limit: int = RENDER_CHARS, query: str = "")
         return "no archived content matches the query."
     out = ["archived parts matching the query, best first (context_recall(ref=...) returns a whole text):"]
     used = len(out[0])
-    words = [w for w in dict.fromkeys(search_words(query)) if w not in _STOPWORDS and len(w) > 1]
-    weights = {w: 10 if w in distinctive_terms(query) else 1 for w in words}
+    named = distinctive_terms(query)
+    weights = {w: 10 if w in named else 1 for w in search_words(query) if w not in _STOPWORDS and len(w) > 1}
     for hit in hits:
         line = f"ref={hit.ref}: {_excerpt(hit.chunk, weights, HIT_CHARS)}"
         if used + len(line) + 1 > limit:
