@@ -7,6 +7,7 @@ has seen before is the earlier steps, and the newest tool result is new to it.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import statistics
@@ -60,6 +61,15 @@ def real_results(seed: int, steps: int, min_tokens: int = 300) -> list[str]:
     """`steps` of LiveMCPBench's real tool results of at least `min_tokens` (bench/livemcp_workload.py):
     one fixed order, and runs of consecutive seeds take consecutive slices of it (319 results: four
     runs of 60 never share one, so no result's token count is already cached when it arrives)."""
+    results = _real_pool(min_tokens)
+    start = seed * steps % len(results)
+    run = (results[start:] + results[:start])[:steps]
+    return matched_windows(run, random.Random(seed), [range(2, 7), range(steps - 5, steps)]) if steps >= 12 else run
+
+
+@functools.lru_cache(maxsize=2)
+def _real_pool(min_tokens: int) -> list[str]:
+    """The real results of at least `min_tokens`, in one fixed order: read and counted once a run of the bench."""
     from livemcp_workload import load
 
     from ctxwarden.policies.text.tokens import TiktokenCounter
@@ -67,9 +77,7 @@ def real_results(seed: int, steps: int, min_tokens: int = 300) -> list[str]:
     counter = TiktokenCounter()
     results = [s["result"] for t in load(min_tokens, lambda text: counter.count_text(text, "gpt-4o")) for s in t["steps"]]
     random.Random(0).shuffle(results)
-    start = seed * steps % len(results)
-    run = (results[start:] + results[:start])[:steps]
-    return matched_windows(run, random.Random(seed), [range(2, 7), range(steps - 5, steps)]) if steps >= 12 else run
+    return results
 
 
 def matched_windows(results: list[str], rng: random.Random, windows: list[range]) -> list[str]:

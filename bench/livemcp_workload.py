@@ -43,11 +43,11 @@ TOOLS = [
 ]
 
 
-def load(min_tokens: int, count: Callable[[str], int]) -> list[dict[str, Any]]:
+def load(min_tokens: int, tokens_of: Callable[[str], int]) -> list[dict[str, Any]]:
     with gzip.open(DATA, "rt", encoding="utf-8") as f:
         tasks = [json.loads(line) for line in f if line.strip()]
     for task in tasks:
-        task["steps"] = [s for s in task["steps"] if count(s["result"]) >= min_tokens]
+        task["steps"] = [s for s in task["steps"] if tokens_of(s["result"]) >= min_tokens]
     return [t for t in tasks if t["steps"]]
 
 
