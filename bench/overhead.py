@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import httpx
-from _agent_steps import added_by_step, around
+from _agent_steps import added_by_step, around, size_adjusted
 from _api_wire import APIS, PATH, request_body
 from _api_wire import HEADERS as API_HEADERS
 from _harness import pct, start_fake, start_floor, start_litellm, start_proxy
@@ -210,7 +210,8 @@ def stream_table(fake_url: str, urls: dict[str, str], runs: int) -> None:
 
 
 def agent_loop_table(fake_url: str, url: str, floor_p50: float, runs: int, real: bool = False) -> None:
-    added, policy = added_by_step(fake_url, url, runs=runs, real=real)
+    times = added_by_step(fake_url, url, runs=runs, real=real)
+    added, policy, events = times.added, times.policy, times.events
     what = "a real tool result of 300 tokens or more (LiveMCPBench)" if real else \
         "a new 300–4,000-token tool result (JSON, logs, code or prose)"
     print(f"\n[default policies in a 60-step agent loop: {what} each step, {runs} runs, "
@@ -222,6 +223,28 @@ def agent_loop_table(fake_url: str, url: str, floor_p50: float, runs: int, real:
         at5, at60 = around(series, 5), around(series, 58)
         print(f"  {label:8}: steps 3–7 {at5:.2f} ms, steps 56–60 {at60:.2f} ms, late/early {at60 / at5:.2f}, "
               f"late × one-message floor {at60 / floor_p50:.2f}")
+    # A compaction event (the history rewritten, its archive committed) comes every ~14 steps at a
+    # rate the history's length does not change; which steps of a window hold one is where the
+    # events fall. So the growth is also read on the steps that are not events, in both windows (and
+    # at equal new-result size: size_adjusted), and the events apart: how many, what each costs.
+    at5, at60 = around(policy, 5, events=events), around(policy, 58, events=events)
+    print(f"  policies, steps that are not a compaction event: steps 3–7 {at5:.2f} ms, steps 56–60 {at60:.2f} ms, "
+          f"late/early {at60 / at5:.2f}, late × one-message floor {at60 / floor_p50:.2f}")
+    per_kchar, per_step, adjusted = size_adjusted(times)
+    at5, at60 = around(adjusted, 5), around(adjusted, 58)
+    print(f"  the same at equal new-result size ({per_kchar:.3f} ms per 1,000 characters of the new result, "
+          f"{per_step:.1f} µs per step of history, by least squares over every such step): steps 3–7 {at5:.2f} ms, "
+          f"steps 56–60 {at60:.2f} ms, late/early {at60 / at5:.2f}, late × one-message floor {at60 / floor_p50:.2f}")
+    at = sorted(k for k in events if any(events[k]))
+    if at:
+        cost = [v for k in at for v, e in zip(policy[k], events[k]) if e]
+        early, late = [[v for k in part for v, e in zip(policy[k], events[k]) if e] or cost
+                       for part in (at[:len(at) // 2], at[len(at) // 2:])]
+        print(f"  compaction events: {len(cost)} in {runs} runs (at steps {', '.join(map(str, at))}), policies median "
+              f"{statistics.median(cost):.1f} ms; the earlier half {statistics.median(early):.1f}, "
+              f"the later half {statistics.median(late):.1f}")
+    else:
+        print("  compaction events: none")
 
 
 def workers_table(fake_url: str, seconds: float) -> None:

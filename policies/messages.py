@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import sys
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Sequence
@@ -25,19 +27,14 @@ def content_text(message: Message) -> str:
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
-        if kind == "text":
-            parts.append(str(part.get("text", "")))
-        elif kind in ("image_url", "input_image"):
-            parts.append("[image]")
-        elif kind in ("input_audio", "audio"):
-            parts.append("[audio]")
-        elif kind == "file":
-            parts.append("[file]")
-        elif kind == "refusal":
-            parts.append(str(part.get("refusal", "")))
+        if kind in ("text", "refusal"):
+            parts.append(str(part.get(kind, "")))
         else:
-            parts.append(f"[{kind}]")
+            parts.append((_MARKERS.get(kind) if isinstance(kind, str) else None) or f"[{kind}]")
     return "\n".join(parts)
+
+
+_MARKERS = {"image_url": "[image]", "input_image": "[image]", "input_audio": "[audio]", "audio": "[audio]", "file": "[file]"}
 
 
 def tool_call_ids(message: Message) -> list[str]:
@@ -99,6 +96,10 @@ def role_of(message: Message) -> Any:
     return message.get("role")
 
 
+def is_role(role: str) -> Callable[[Any], bool]:  # for `map` at C speed ("user".__eq__(None) is NotImplemented: true)
+    return functools.partial(operator.eq, role)
+
+
 def with_note(message: Message, note: str) -> Message:
     """A copy of a user message with `note` after its own words, which stay byte for byte: string
     content gains "\\n\\n" + note, list content a text part. Every provider's template accepts it
@@ -107,7 +108,7 @@ def with_note(message: Message, note: str) -> Message:
     content = message.get("content")
     if isinstance(content, list):
         return {**message, "content": [*content, {"type": "text", "text": note}]}
-    text = content if isinstance(content, str) else ""
+    text = content if isinstance(content, str) else ""  # (none: the note alone)
     return {**message, "content": f"{text}\n\n{note}" if text else note}
 
 
@@ -123,7 +124,6 @@ def append_note(messages: list[Message], note: str) -> list[Message]:
 
 _PLAIN_FIELDS = frozenset({"role", "content", "name", "tool_call_id", "tool_calls", "refusal"})
 _CALL_FIELDS = frozenset({"id", "type", "function"})
-
 
 # What is known of each message object of the request being handled (`request_memo`): its
 # fingerprint and the analyses made of it (`remembered`), by id. Every policy reads the whole history

@@ -43,12 +43,34 @@ def rounds_read(monkeypatch, earlier: int) -> list[int]:
     return read
 
 
+def keys_read(monkeypatch, earlier: int) -> list[int]:
+    read: list[int] = []
+    with monkeypatch.context() as patched:
+        original = detect.Rounds.keys_of
+        patched.setattr(detect.Rounds, "keys_of", lambda self, i: read.append(self.said[i]) or original(self, i))
+        assert find_loop(convo(*distinct(earlier)), max_repeats=3, max_period=6) is None
+    return read
+
+
 def test_the_loop_detector_reads_the_same_rounds_however_long_the_turn(monkeypatch):
     """Only the last max_period × max_repeats rounds can hold a cycle, and an agent at work (each
-    call new) shows it no cycle by its newest rounds against those a period before: ~7 are read."""
-    long, longer = rounds_read(monkeypatch, 200), rounds_read(monkeypatch, 2_000)
-    assert len(long) == len(longer) == len(set(long)) <= 7
-    assert len(rounds_read(monkeypatch, 10)) <= 10
+    call new) shows it no cycle by its newest rounds' calls against those a period before: ~7 rounds'
+    keys are read, from their assistant messages alone, and no round's results are matched."""
+    long, longer = keys_read(monkeypatch, 200), keys_read(monkeypatch, 2_000)
+    assert len(set(long)) == len(set(longer)) <= 7 and len(long) == len(longer)
+    assert rounds_read(monkeypatch, 200) == rounds_read(monkeypatch, 2_000) == rounds_read(monkeypatch, 10) == []
+
+
+def test_rounds_whose_calls_repeat_are_read_whole_to_see_whether_they_brought_news(monkeypatch):
+    read: list[int] = []
+    with monkeypatch.context() as patched:
+        original = detect._round
+        patched.setattr(detect, "_round", lambda messages, at, end: read.append(at) or original(messages, at, end))
+        polled = [("fetch_page", {"page": 1}, f"page 1: {i} rows") for i in range(3)]  # new results each time
+        assert find_loop(convo(*distinct(50), *polled), max_repeats=3, max_period=6) is None
+        assert len(read) == 2  # the newest two were compared: they differ, so it is progress, not a loop
+        stuck = [("fetch_page", {"page": 1}, "page 1: 0 rows")] * 3
+        assert find_loop(convo(*distinct(50), *stuck), max_repeats=3, max_period=6).kind == "repeat"
 
 
 def test_a_loop_after_a_long_turn_is_reported_whole():
@@ -289,3 +311,18 @@ def test_a_request_s_tool_catalog_is_serialized_once_by_every_policy_that_keys_i
             assert reply.status_code == 200
             assert "tools.confusion" in reply.headers.get("x-ctxwarden-actions", "")  # the tools policy did select
     assert keyed.count(len(catalog)) == 2  # once per request, though three policies asked for its key
+
+
+def test_roles_picked_at_c_speed_are_compared_as_values_not_with_a_str_method():
+    """`"user".__eq__(None)` is NotImplemented, which is true: a message whose role is not a string
+    must not read as the user's (clash) or the model's (the loop detector)."""
+    from ctxwarden.policies.clash.policy import user_texts
+    from ctxwarden.policies.messages import is_role
+
+    odd = [{"role": None, "content": "not the user"}, {"role": 3, "content": "nor this"},
+           {"role": "user", "content": "the user"}]
+    assert list(map(is_role("user"), [None, 3, "user", "assistant"])) == [False, False, True, False]
+    assert user_texts(odd) == {(2, -1): "the user"}
+    turn = [*convo(*distinct(2)), {"role": None, "tool_calls": [{"id": "x", "type": "function",
+                                                                 "function": {"name": "a", "arguments": "{}"}}]}]
+    assert find_loop(turn, max_repeats=2, max_period=1, max_tool_rounds=2) is None  # two rounds, not three

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import replace
+from itertools import compress
 from typing import Any, Literal
 
 from pydantic import Field
@@ -32,7 +33,7 @@ from pydantic import Field
 from ..base import BasePolicy, Exchange, PolicyConfig, Respond, Services, Verdict, run_cpu
 from ..cache import LRU
 from ..deadline import Deadline, OverBudget
-from ..messages import Message, with_note
+from ..messages import Message, is_role, message_values, role_of, with_note
 from ..state import SessionLRU
 from ..text.statements.extract import extract as extract_statements
 from ..text.statements.extract import statements_size
@@ -91,11 +92,13 @@ def _shifted(st: Statement, offset: int) -> Statement:
 
 
 def user_texts(messages: list[Message]) -> Texts:
-    """Every text the user wrote: (message index, part index or -1 for string content) → text."""
+    """Every text the user wrote: (message index, part index or -1 for string content) → text. The
+    user's messages are found in the request's carried roles (at C speed: an agent's long run of tool
+    results is not walked in Python at every step)."""
     texts: Texts = {}
-    for i, m in enumerate(messages):
-        if m.get("role") != "user":
-            continue
+    roles = message_values("role", messages, role_of)
+    for i in compress(range(len(messages)), map(is_role("user"), roles)):
+        m = messages[i]
         content = m.get("content")
         if isinstance(content, str):
             texts[(i, -1)] = content

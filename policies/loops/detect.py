@@ -23,7 +23,7 @@ from itertools import compress
 from typing import Any, Sequence
 
 from ..cache import cache_short, stable_hash
-from ..messages import Message, content_text, last_user_index, message_values, remembered, role_of
+from ..messages import Message, content_text, is_role, last_user_index, message_values, remembered, role_of
 from ..text.calls import call_parts
 
 LABEL_MAX = 80  # characters of a call's label in messages and logs
@@ -156,6 +156,14 @@ class Rounds(Sequence[Round]):
             found = self._read[i] = _round(self.messages, self.said[i], end)
         return found
 
+    def keys_of(self, i: int) -> tuple[str, ...]:
+        """Round i's keys alone, from its assistant message (no results matched): what find_cycle
+        compares first, and most rounds of an agent at work are read no further."""
+        return remembered("loops.keys", self.messages[self.said[i]], _keys_of)
+
+    def has_calls_of(self, i: int) -> bool:
+        return remembered("loops.said", self.messages[self.said[i]], _said)[0] != "text"
+
 
 def _round(messages: Sequence[Message], at: int, end: int) -> Round:
     """The round of the assistant message messages[at], answered by the messages up to `end` (the
@@ -172,6 +180,14 @@ def _round(messages: Sequence[Message], at: int, end: int) -> Round:
         return Round((entries[0][0],), (entries[0][1],), (result,), True)
     key, text = entries
     return Round((key,), (("", text),), (None,), False)
+
+
+def _keys_of(m: Message) -> tuple[str, ...]:
+    """An assistant message's round keys, sorted as `_round` sorts its calls (`remembered`)."""
+    kind, entries = remembered("loops.said", m, _said)
+    if kind == "calls":
+        return tuple(sorted(e[0] for e in entries))
+    return (entries[0][0],) if kind == "legacy" else (entries[0],)
 
 
 def _said(m: Message) -> tuple:
@@ -235,6 +251,14 @@ def _repeats_back(rounds: Sequence[Round], period: int) -> int:
     return (n - (i + 1)) // period
 
 
+def _keys(rounds: Sequence[Round], i: int) -> tuple[str, ...]:
+    return rounds.keys_of(i) if isinstance(rounds, Rounds) else rounds[i].keys
+
+
+def _has_calls(rounds: Sequence[Round], i: int) -> bool:
+    return rounds.has_calls_of(i) if isinstance(rounds, Rounds) else rounds[i].has_calls
+
+
 def _canonical_rotation(keys: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
     """The smallest rotation, so A→B and B→A (the same cycle seen one round later) match."""
     return min(tuple(keys[i:] + keys[:i]) for i in range(len(keys)))
@@ -248,10 +272,11 @@ def find_cycle(rounds: Sequence[Round], max_repeats: int, max_period: int) -> Lo
         if window > n:
             break
         start = n - window
-        if not any(rounds[i].has_calls for i in range(n - period, n)):
+        if not any(_has_calls(rounds, i) for i in range(n - period, n)):
             continue  # repeated chatter without calls is not an agent loop
-        # From the newest back: an agent at work differs from its rounds a period ago at once (Rounds)
-        if any(rounds[i].keys != rounds[i - period].keys for i in range(n - 1, start + period - 1, -1)):
+        # From the newest back: an agent at work differs from its rounds a period ago at once, which
+        # their keys tell (Rounds: the assistant messages alone, their results not matched)
+        if any(_keys(rounds, i) != _keys(rounds, i - period) for i in range(n - 1, start + period - 1, -1)):
             continue
         if not all(_no_new_information(rounds[i], rounds[i - period]) for i in range(n - 1, start + period - 1, -1)):
             continue
@@ -308,7 +333,7 @@ def find_loop(
     begin = turn_start(messages)
     # Which messages are the model's, and which of those call tools: one list each a request, carried
     # for the messages the session's last request sent (messages.message_values), read at C speed.
-    said_flags = list(map("assistant".__eq__, message_values("role", messages, role_of)[begin:]))
+    said_flags = list(map(is_role("assistant"), message_values("role", messages, role_of)[begin:]))
     said = list(compress(range(begin, len(messages)), said_flags))
     if not said:
         return None

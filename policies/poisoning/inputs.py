@@ -4,6 +4,7 @@ it sends again (`messages.message_values`), so a step costs what is new in it.""
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Any, Callable, Sequence
 
 from ..cache import LRU, parts_hash
@@ -13,10 +14,23 @@ Read = Callable[[Message], str]  # the text the checks read in a message (made o
 UNSEEN: Any = object()  # no verdict known yet
 
 
-def inputs_to_check(messages: Sequence[Message], roles: frozenset[str], read: Read) -> list[tuple[int, str, str]]:
-    """(index, role, text) of the messages the checks read: of `roles`, with text that is not blank."""
-    texts = message_values(("poisoning.input", roles), messages, lambda m: _text(m, roles, read))
-    return [(i, messages[i].get("role", ""), text) for i, text in enumerate(texts) if text is not None]
+def input_texts(messages: Sequence[Message], roles: frozenset[str], read: Read) -> list[str | None]:
+    """Per message: the text the checks read, for one of `roles` with text that is not blank, else None
+    (which the caller must not change)."""
+    return message_values(("poisoning.input", roles), messages, lambda m: _text(m, roles, read))
+
+
+def _input_text(message: Message, roles: frozenset[str], read: Read) -> str | None:
+    return remembered(("poisoning.input", roles), message, lambda m: _text(m, roles, read))
+
+
+def to_check(texts: list[str | None], known: list | None) -> list[int]:
+    """Indices of the inputs whose verdict is not known to be clean: with the carried verdicts, those
+    whose verdict is unseen or a finding, picked at C speed (a clean one, or a message the checks do not
+    read, is None there), so an agent's step walks its new result and its findings, not its history."""
+    if known is None:
+        return [i for i, text in enumerate(texts) if text is not None]
+    return list(compress(range(len(known)), known))
 
 
 def verdict_keys(messages: Sequence[Message], tenant: str | None, kb_version: Any, roles: frozenset[str],
@@ -44,8 +58,11 @@ def known_verdicts(messages: Sequence[Message], scope: tuple) -> list | None:
     as it becomes known (`verdict_of`, `remember`), so a step looks up the verdict cache for its new
     messages only, not once per message of the history (a locked lookup each: ~0.1 ms at 60 tool
     results). `scope`: all a verdict depends on besides the message (tenant, KB version, roles,
-    and how often the verdicts were forgotten)."""
-    return carried_values(("poisoning.verdict", *scope), messages, lambda m: UNSEEN)
+    how often the verdicts were forgotten, and last the reader of a message's text). A message the
+    checks do not read starts as None (nothing to find), any other as UNSEEN."""
+    roles, read = scope[2], scope[-1]
+    return carried_values(("poisoning.verdict", *scope), messages,
+                          lambda m: None if _input_text(m, roles, read) is None else UNSEEN)
 
 
 def verdict_of(known: list | None, i: int, key: str, cache: LRU) -> Any:

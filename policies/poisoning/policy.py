@@ -33,7 +33,7 @@ from .config import PoisoningConfig
 from .findings import MARK, OUR_NOTES, VERDICT_BYTES, Finding, header_safe, question_of, short, verdict_size
 from .flags import FlagRules
 from .gate import releasable
-from .inputs import UNSEEN, inputs_to_check, known_verdicts, remember, verdict_keys, verdict_of
+from .inputs import UNSEEN, input_texts, known_verdicts, remember, to_check, verdict_keys, verdict_of
 from .kb import KnowledgeBase, readiness
 from .kb_gate import share
 from .quarantine import APPROVED, REJECTED, QuarantineStore
@@ -236,9 +236,9 @@ class PoisoningPolicy(BasePolicy):
     # ------------------------------------------------------------------ inputs
 
     async def on_request(self, ex: Exchange) -> Verdict | None:
-        # (index, role, text) of the incoming messages the checks read, made once a message (and its next requests)
-        todo = inputs_to_check(ex.messages, self._roles, _read) if self.config.check_inputs else []
-        if not todo:
+        # the text the checks read of each incoming message (None: not read), made once a message (and its next requests)
+        texts = input_texts(ex.messages, self._roles, _read) if self.config.check_inputs else []
+        if texts.count(None) == len(texts):
             # The stream gate reads the KB index: load it now, off the event loop (with inputs to
             # check, _input_findings loads it).
             if ex.stream:
@@ -250,16 +250,13 @@ class PoisoningPolicy(BasePolicy):
             self._failed(ex, exc, "input", store=True)
             return None
         try:
-            findings = await self._input_findings(ex, todo)
+            findings = await self._input_findings(ex, texts)
         except Exception as exc:
             self._failed(ex, exc, "input")
             return None
         replaced: dict[int, Message] = {}
-        for i, role, text in todo:
-            finding = findings.get(i)
-            if finding is None:
-                continue
-            verdict = await self._decide_input(ex, i, role, text, finding, replaced)
+        for i in sorted(findings):
+            verdict = await self._decide_input(ex, i, ex.messages[i].get("role", ""), texts[i], findings[i], replaced)
             if verdict is not None:
                 return verdict
         if replaced:
@@ -272,16 +269,17 @@ class PoisoningPolicy(BasePolicy):
         except Exception as exc:  # sentences are held; each is then judged (and reported) on its own
             self._failed(ex, exc, "stream", store=True)
 
-    async def _input_findings(self, ex: Exchange, todo: list[tuple[int, str, str]]) -> dict[int, Finding]:
+    async def _input_findings(self, ex: Exchange, texts: list[str | None]) -> dict[int, Finding]:
         """Findings per message index, cached per (tenant, KB version, role, text); the caller refreshed kb.version."""
         kb = self.kb(ex.tenant)
         out: dict[int, Finding] = {}
         fresh: list[tuple[int, str, str, str]] = []
         keys = verdict_keys(ex.messages, ex.tenant, kb.version, self._roles, _read)  # once a message
         cache = self._verdicts if self.config.cache_size else None
-        known = known_verdicts(ex.messages, (ex.tenant, kb.version, self._roles, self._forgotten)) if cache is not None else None
-        for i, role, text in todo:
-            key = keys[i]
+        scope = (ex.tenant, kb.version, self._roles, self._forgotten, _read)
+        known = known_verdicts(ex.messages, scope) if cache is not None else None
+        for i in to_check(texts, known):
+            role, text, key = ex.messages[i].get("role", ""), texts[i], keys[i]
             found = verdict_of(known, i, key, self._verdicts)
             if found is not UNSEEN:
                 if found is not None:
