@@ -152,6 +152,7 @@ class Mentions:
         self.all = frozenset(tokens(text))
         self.terms = distinctive_terms(text)
         self._memo: dict[str, bool] = {}
+        self._keys: frozenset[str] | None = None  # the terms' key runs, made at the first lines_naming
 
     def names(self, value: str) -> bool:
         """A scalar (id, name, …) of 3+ characters appears in the mentions, as a word or a phrase."""
@@ -168,15 +169,40 @@ class Mentions:
 
     def lines_naming(self, lines: list[str], extra: frozenset[str] = frozenset()) -> list[bool]:
         """Which lines name a mentioned term (or one of `extra`) that few of the lines hold: an id
-        is worth keeping its lines for, a status code on every line is not."""
+        is worth keeping its lines for, a status code on every line is not. Only the lines holding
+        a term's key run (`_key_runs`) are read word by word: the mentions of a long tail name
+        thousands of terms, and a regex of all of them (compiled per event, searched per line) was
+        most of what a compaction event's digests cost."""
         terms = self.terms | extra
         if not terms:
             return [False] * len(lines)
-        maybe = re.compile("|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t))))
-        found = [terms.intersection(tokens(line)) if maybe.search(line.lower()) else set() for line in lines]
+        if self._keys is None:
+            self._keys = _key_runs(self.terms)
+        extra_keys = _key_runs(extra - self.terms) if extra else frozenset()
+        keys = None if self._keys is ALL or extra_keys is ALL else self._keys | extra_keys
+        found = [terms.intersection(tokens(line)) if keys is None or not keys.isdisjoint(_RUN.findall(line.lower()))
+                 else set() for line in lines]
         lines_with = Counter(t for terms_in_line in found for t in terms_in_line)
         limit = max(3, len(lines) // RARE_LINES)
         return [any(lines_with[t] <= limit for t in terms_in_line) for terms_in_line in found]
+
+
+_RUN = re.compile(r"[^\W_]+")  # a run of letters and digits
+ALL: frozenset[str] = frozenset({"\0all"})  # _key_runs of terms with no run: every line is read
+
+
+def _key_runs(terms: frozenset[str]) -> frozenset[str]:
+    """Per term, its longest run of letters and digits. A term `tokens` finds in a line starts and
+    ends where a run of the line does (tokens and their pieces are cut at characters that are not
+    letters or digits), so each of its runs is a whole run of the line: a line without any term's
+    key run names no term, and only the others need reading."""
+    keys = set()
+    for term in terms:
+        runs = _RUN.findall(term)
+        if not runs:
+            return ALL
+        keys.add(max(runs, key=len))
+    return frozenset(keys)
 
 
 def _has_phrase(text: str, phrase: str) -> bool:
