@@ -87,3 +87,40 @@ def test_the_archive_config_sets_retention_on_the_shared_scratchpad(services):
 def test_the_default_config_documents_retention():
     archive = load_settings().policy_configs()["archive"]
     assert archive.retention_days == 7 and archive.max_items == 10_000
+
+
+def test_a_text_is_kept_in_its_row_s_metadata_and_a_row_written_as_a_document_still_reads(services):
+    """Embedded Chroma indexes a row's document for full-text search as it writes it (~4x the write);
+    the archive keeps its text in the metadata instead, and reads rows written before that as they are."""
+    from ctxwarden.policies.history.archive_rows import TEXT_KEY, lexical_vector
+
+    pad = Scratchpad(services, memory_entries=1)
+    pad.put("acme", "ar_new0000000001", "the new way " * 100)
+    pad.put("acme", "ar_pad0000000002", "pushes the first out of memory")
+    asyncio.run(pad.flush())
+    col = services.store.collection(COLLECTION, "acme")
+    row = col.get(ids=["ar_new0000000001"], include=["documents", "metadatas"])
+    assert row["documents"] == [None] and row["metadatas"][0][TEXT_KEY] == "the new way " * 100
+    col.upsert(ids=["ar_old0000000003"], documents=["written as a document"], embeddings=[lexical_vector("x")],
+               metadatas=[{"kind": "tool_result", "created": time.time()}])
+    pad.memory.clear()
+    assert asyncio.run(pad.get("acme", "ar_new0000000001")) == "the new way " * 100  # from the store
+    assert asyncio.run(pad.get("acme", "ar_old0000000003")) == "written as a document"
+
+
+def test_pruning_to_max_items_finds_the_oldest_without_reading_their_texts(services, clock, monkeypatch):
+    pad = Scratchpad(services, memory_entries=10, retention_s=86_400, max_items=40)
+    for i in range(60):  # no event loop: each write goes at once, and every 4th prunes to ~40
+        clock.now += 1
+        pad.put("acme", f"ar_item{i:010d}", f"result {i} " + "x" * 5000)
+    assert 40 <= stored(services, "acme") <= 44
+    col = services.store.collection(COLLECTION, "acme")
+    reads: list = []
+    original = type(col).get
+    monkeypatch.setattr(type(col), "get", lambda self, *a, **k: reads.append(k.get("include")) or original(self, *a, **k))
+    pad.max_items = 20  # lowered: the next prune goes down to the newest 20
+    pad.prune("acme")
+    assert stored(services, "acme") == 20
+    assert reads and all(include == [] for include in reads), reads  # ids only: no metadata, where the texts are
+    assert asyncio.run(pad.get("acme", "ar_item0000000039")) is None
+    assert asyncio.run(pad.get("acme", "ar_item0000000040")).startswith("result 40 ")

@@ -238,7 +238,7 @@ def test_an_lru_remeasure_of_an_absent_or_unbounded_entry_is_a_no_op():
 
 
 def test_archived_texts_go_to_chroma_in_few_upserts():
-    from ctxwarden.policies.history import scratchpad
+    from ctxwarden.policies.history import archive_rows, scratchpad
 
     upserts: list[int] = []
     collection = SimpleNamespace(upsert=lambda ids, **_: upserts.append(len(ids)), count=lambda: 0,
@@ -256,7 +256,7 @@ def test_archived_texts_go_to_chroma_in_few_upserts():
 
     asyncio.run(archive())
     assert sum(upserts) == 700 and len(upserts) <= 4  # was 700 upserts of one (~35 ms each, GIL held)
-    assert max(upserts) <= scratchpad.BATCH_ITEMS
+    assert max(upserts) <= archive_rows.BATCH_ITEMS
 
 
 # ---------------------------------------------------------------------------- through the server

@@ -26,11 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import re
 import sys
 import time
-import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import chain
@@ -39,6 +37,7 @@ from typing import Any, Iterator, Sequence
 from ..base import Exchange, Services, user_and_task
 from ..cache import LRU, cache_scale, stable_hash
 from ..messages import Message, carried_values, content_text, fingerprint, remembered
+from .archive_rows import batches, created_before, lexical_vector, row_metadata, row_text
 from .blocks import summary_sections
 
 log = logging.getLogger("ctxwarden.scratchpad")
@@ -47,7 +46,6 @@ RECALL_TOOL_NAME = "context_recall"
 REF_RE = re.compile(r"ref=((?:ar|hs)_[A-Za-z0-9_-]{8,64})")
 STUB_PREFIX = "[archived tool result ref="
 COLLECTION = "scratchpad"
-VECTOR_DIM = 64
 Owner = tuple[str, str]  # (user, task) inside the tenant
 NO_OWNER: Owner = ("", "")
 
@@ -118,16 +116,6 @@ def _scan_refs(msg: Message) -> tuple[str, ...]:
     return refs
 
 
-def lexical_vector(text: str, dim: int = VECTOR_DIM) -> list[float]:
-    """A small hashed bag-of-words vector of the text's opening. Entries are fetched by id; Chroma still
-    needs a vector, and a local one keeps the collection independent of the configured embedder."""
-    vec = [0.0] * dim
-    for word in re.findall(r"\w+", text[:1000].lower()):
-        vec[zlib.crc32(word.encode()) % dim] += 1.0
-    norm = math.sqrt(sum(v * v for v in vec))
-    return [v / norm for v in vec] if norm else [1.0] + [0.0] * (dim - 1)
-
-
 @dataclass
 class _Entry:
     text: str
@@ -143,12 +131,7 @@ MEMORY_BYTES = 32 * 2**20
 RETENTION_S = 7 * 86_400  # defaults of archive.retention_days and archive.max_items
 MAX_ITEMS = 10_000
 PRUNE_EVERY = 100  # writes to a tenant's collection between two prunes of it
-# Chroma holds the GIL through an upsert (~35 ms a commit, whatever its size): a write goes at once (another
-# replica may read it next), but writes that came meanwhile are gathered for FLUSH_DELAY_S, in upserts of at most
-# BATCH_ITEMS entries / BATCH_CHARS characters, so a request that archives hundreds of spans (a long history
-# replayed) costs a few commits, not one each (25 s for 700).
 FLUSH_DELAY_S = 0.2
-BATCH_ITEMS, BATCH_CHARS = 256, 4 * 2**20
 
 
 def _text_bytes(text: str) -> int:
@@ -250,7 +233,7 @@ class Scratchpad:
 
     async def _flush_loop(self) -> None:
         while self._pending:
-            for batch in _batches(self._take_pending()):
+            for batch in batches(self._take_pending()):
                 await asyncio.to_thread(self._persist_batch, batch)
             self._evict()  # here, on the event loop, where `memory` is changed
             if self._pending:  # more came during the write: a burst (a long history archived), let it gather
@@ -264,11 +247,10 @@ class Scratchpad:
             started = time.perf_counter()
             try:
                 col = self.services.store.collection(COLLECTION, tenant)  # type: ignore[union-attr]
-                col.upsert(
+                col.upsert(  # the text as metadata, not as the row's document (archive_rows.TEXT_KEY)
                     ids=[ref for ref, _ in items],
-                    documents=[e.text for _, e in items],
                     embeddings=[lexical_vector(e.meta.get("gist") or e.text) for _, e in items],
-                    metadatas=[_chroma_meta(e.meta) for _, e in items],
+                    metadatas=[row_metadata(e.meta, e.text) for _, e in items],
                 )
             except Exception as exc:  # memory keeps serving; the next request carrying it retries the write
                 self.persist_errors += 1
@@ -318,7 +300,8 @@ class Scratchpad:
         got = col.get(ids=[ref], include=["documents", "metadatas"])
         docs, metas = got.get("documents") or [], got.get("metadatas") or [{}]
         meta = metas[0] or {}
-        return docs[0] if docs and not self._expired(meta.get("created")) and _owned_by(meta, owner) else None
+        text = row_text(meta, docs)
+        return text if not self._expired(meta.get("created")) and _owned_by(meta, owner) else None
 
     # ------------------------------------------------------------------ retention
 
@@ -347,9 +330,7 @@ class Scratchpad:
         col.delete(where={"created": {"$lt": time.time() - self.retention_s}})
         count, removed = col.count(), 0
         if count > self.max_items * 1.1:
-            got = col.get(include=["metadatas"])
-            ages = sorted(zip(got["ids"], got["metadatas"]), key=lambda r: float((r[1] or {}).get("created", 0)))
-            oldest = [ref for ref, _ in ages[: count - self.max_items]]
+            oldest = created_before(col, count - self.max_items, time.time() - self.retention_s, time.time())
             for start in range(0, len(oldest), 1000):
                 col.delete(ids=oldest[start : start + 1000])
             removed = len(oldest)
@@ -357,23 +338,6 @@ class Scratchpad:
         if gone:
             self.services.metrics.add("ctxwarden.scratchpad.pruned", gone)
         return gone
-
-
-def _batches(pending: dict[tuple[str | None, str], _Entry]) -> list[dict[tuple[str | None, str], _Entry]]:
-    """`pending` in upserts of at most BATCH_ITEMS entries and BATCH_CHARS characters (one bigger entry alone)."""
-    out: list[dict[tuple[str | None, str], _Entry]] = [{}]
-    chars = 0
-    for key, entry in pending.items():
-        if out[-1] and (len(out[-1]) >= BATCH_ITEMS or chars + len(entry.text) > BATCH_CHARS):
-            out.append({})
-            chars = 0
-        out[-1][key] = entry
-        chars += len(entry.text)
-    return out
-
-
-def _chroma_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
 
 
 def shared_scratchpad(services: Services, memory_entries: int | None = None, retention_s: float | None = None,
