@@ -124,3 +124,24 @@ def test_pruning_to_max_items_finds_the_oldest_without_reading_their_texts(servi
     assert reads and all(include == [] for include in reads), reads  # ids only: no metadata, where the texts are
     assert asyncio.run(pad.get("acme", "ar_item0000000039")) is None
     assert asyncio.run(pad.get("acme", "ar_item0000000040")).startswith("result 40 ")
+
+
+class _Rows:
+    """A collection's `get(where={"created": {"$lt": t}}, include=[])`, over (id, created or None) rows."""
+
+    def __init__(self, rows: list[tuple[str, float | None]]) -> None:
+        self.rows = rows
+
+    def get(self, where: dict, include: list) -> dict:
+        assert include == []
+        limit = where["created"]["$lt"]
+        return {"ids": [i for i, created in self.rows if created is not None and created < limit]}
+
+
+def test_the_oldest_rows_are_found_by_creation_time_and_undated_rows_never_take_dated_ones_with_them():
+    from ctxwarden.policies.history.archive_rows import created_before
+
+    rows = _Rows([(f"r{i}", 1000.0 + i * 0.5) for i in range(100)])
+    assert sorted(created_before(rows, 30, 900.0, 1100.0), key=lambda r: int(r[1:])) == [f"r{i}" for i in range(30)]
+    undated = _Rows([(f"r{i}", 1000.0 + i) for i in range(10)] + [(f"u{i}", None) for i in range(50)])
+    assert created_before(undated, 20, 900.0, 1100.0) == []  # 10 dated rows cannot make 20: none is deleted

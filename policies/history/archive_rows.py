@@ -70,6 +70,8 @@ def created_before(col: Any, at_least: int, low: float, high: float) -> list[str
     read. `low`: no row is older (past the retention, deleted); `high`: none is newer."""
     older = lambda t: col.get(where={"created": {"$lt": t}}, include=[])["ids"]  # noqa: E731
     found = older(high)
+    if len(found) < at_least:  # the excess is rows without a creation time (not the scratchpad's):
+        return []  # the dated ones are not all deleted for them
     while high - low > 0.1:
         middle = (low + high) / 2
         ids = older(middle)
