@@ -127,17 +127,18 @@ def turn_start(messages: Sequence[Message]) -> int:
     return last_user_index(messages) + 1
 
 
-def extract_rounds(messages: Sequence[Message], start: int | None = None) -> list[Round]:
+def extract_rounds(messages: Sequence[Message], start: int | None = None) -> Rounds:
     """The assistant rounds of messages[start:] (default: the turn since the last user message)."""
     begin = turn_start(messages) if start is None else start
     roles = message_values("role", messages, role_of)
-    return list(Rounds(messages, [i for i in range(begin, len(messages)) if roles[i] == "assistant"]))
+    return Rounds(messages, [i for i in range(begin, len(messages)) if roles[i] == "assistant"])
 
 
 class Rounds(Sequence[Round]):
     """The rounds of the assistant messages at `said` (positions in `messages`, in order), each read
-    when first asked for: find_cycle compares the last rounds with those a period before first, so
-    an agent at work (no repeats) has ~7 of its last 18 rounds read, however long its turn."""
+    when first asked for: find_cycle compares the last rounds' calls with those a period before first
+    (`keys_of`: the assistant messages alone), so an agent at work (no repeats) has ~7 of its last 18
+    rounds' calls read and no round read whole, however long its turn."""
 
     def __init__(self, messages: Sequence[Message], said: Sequence[int]) -> None:
         self.messages, self.said = messages, list(said)
@@ -251,20 +252,12 @@ def _repeats_back(rounds: Sequence[Round], period: int) -> int:
     return (n - (i + 1)) // period
 
 
-def _keys(rounds: Sequence[Round], i: int) -> tuple[str, ...]:
-    return rounds.keys_of(i) if isinstance(rounds, Rounds) else rounds[i].keys
-
-
-def _has_calls(rounds: Sequence[Round], i: int) -> bool:
-    return rounds.has_calls_of(i) if isinstance(rounds, Rounds) else rounds[i].has_calls
-
-
 def _canonical_rotation(keys: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
     """The smallest rotation, so A→B and B→A (the same cycle seen one round later) match."""
     return min(tuple(keys[i:] + keys[:i]) for i in range(len(keys)))
 
 
-def find_cycle(rounds: Sequence[Round], max_repeats: int, max_period: int) -> Loop | None:
+def find_cycle(rounds: Rounds, max_repeats: int, max_period: int) -> Loop | None:
     """A cycle of period 1..max_period repeated max_repeats times at the end, without new information."""
     n = len(rounds)
     for period in range(1, max_period + 1):
@@ -272,11 +265,11 @@ def find_cycle(rounds: Sequence[Round], max_repeats: int, max_period: int) -> Lo
         if window > n:
             break
         start = n - window
-        if not any(_has_calls(rounds, i) for i in range(n - period, n)):
+        if not any(rounds.has_calls_of(i) for i in range(n - period, n)):
             continue  # repeated chatter without calls is not an agent loop
         # From the newest back: an agent at work differs from its rounds a period ago at once, which
         # their keys tell (Rounds: the assistant messages alone, their results not matched)
-        if any(_keys(rounds, i) != _keys(rounds, i - period) for i in range(n - 1, start + period - 1, -1)):
+        if any(rounds.keys_of(i) != rounds.keys_of(i - period) for i in range(n - 1, start + period - 1, -1)):
             continue
         if not all(_no_new_information(rounds[i], rounds[i - period]) for i in range(n - 1, start + period - 1, -1)):
             continue
