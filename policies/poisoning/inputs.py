@@ -52,16 +52,15 @@ def _text(message: Message, roles: frozenset[str], read: Read) -> str | None:
     return text if text.strip() else None
 
 
-def known_verdicts(messages: Sequence[Message], scope: tuple) -> list | None:
+def known_verdicts(messages: Sequence[Message], scope: tuple, roles: frozenset[str], read: Read) -> list | None:
     """Per message of the request (None for any other list): its input verdict once known, else
     UNSEEN. The list is carried to the session's next request, and each verdict is written into it
     as it becomes known (`verdict_of`, `remember`), so a step looks up the verdict cache for its new
     messages only, not once per message of the history (a locked lookup each: ~0.1 ms at 60 tool
-    results). `scope`: all a verdict depends on besides the message (tenant, KB version, roles,
-    how often the verdicts were forgotten, and last the reader of a message's text). A message the
-    checks do not read starts as None (nothing to find), any other as UNSEEN."""
-    roles, read = scope[2], scope[-1]
-    return carried_values(("poisoning.verdict", *scope), messages,
+    results). A verdict depends, besides the message, on `scope` (tenant, KB version, how often the
+    verdicts were forgotten) and on what the checks read: a message that is not of `roles`, or blank
+    by `read` (`input_texts`), starts as None (nothing to find), any other as UNSEEN."""
+    return carried_values(("poisoning.verdict", *scope, roles, read), messages,
                           lambda m: None if _input_text(m, roles, read) is None else UNSEEN)
 
 

@@ -276,8 +276,8 @@ class PoisoningPolicy(BasePolicy):
         fresh: list[tuple[int, str, str, str]] = []
         keys = verdict_keys(ex.messages, ex.tenant, kb.version, self._roles, _read)  # once a message
         cache = self._verdicts if self.config.cache_size else None
-        scope = (ex.tenant, kb.version, self._roles, self._forgotten, _read)
-        known = known_verdicts(ex.messages, scope) if cache is not None else None
+        scope = (ex.tenant, kb.version, self._forgotten)
+        known = known_verdicts(ex.messages, scope, self._roles, _read) if cache is not None else None
         for i in to_check(texts, known):
             role, text, key = ex.messages[i].get("role", ""), texts[i], keys[i]
             found = verdict_of(known, i, key, self._verdicts)
