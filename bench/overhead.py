@@ -237,11 +237,13 @@ def agent_loop_table(fake_url: str, url: str, floor_p50: float, runs: int, real:
           f"steps 56–60 {at60:.2f} ms, late/early {at60 / at5:.2f}, late × one-message floor {at60 / floor_p50:.2f}")
     at = sorted(k for k in events if any(events[k]))
     if at:
-        cost = [v for k in at for v, e in zip(policy[k], events[k]) if e]
-        early, late = [[v for k in part for v, e in zip(policy[k], events[k]) if e] or cost
-                       for part in (at[:len(at) // 2], at[len(at) // 2:])]
-        print(f"  compaction events: {len(cost)} in {runs} runs (at steps {', '.join(map(str, at))}), policies median "
-              f"{statistics.median(cost):.1f} ms; the earlier half {statistics.median(early):.1f}, "
+        def cost(steps: list[int]) -> list[float]:  # the policy ms of the events at these steps, every run
+            return [v for k in steps for v, e in zip(policy[k], events[k]) if e]
+
+        half = len(at) // 2
+        early, late = cost(at[:half]) or cost(at), cost(at[half:])
+        print(f"  compaction events: {len(cost(at))} in {runs} runs (at steps {', '.join(map(str, at))}), policies median "
+              f"{statistics.median(cost(at)):.1f} ms; the earlier half {statistics.median(early):.1f}, "
               f"the later half {statistics.median(late):.1f}")
     else:
         print("  compaction events: none")
