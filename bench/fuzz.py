@@ -18,7 +18,8 @@ of small messages or tools).
 Prints the answers by API and status, every problem (a 5xx, an error not in the API's shape, a 2xx
 that is not the API's answer), hangs (no answer within --timeout s), the time per body (p50, p99,
 max; bodies with a big field apart), and the proxy's RSS at rest (settled_rss) after a warm-up, after
---rss-at bodies and after all of them. Exits 1 on a problem or a hang, when a valid request fails afterwards, or when
+--rss-at bodies and after all of them, with what its caches hold at those marks (its
+`ctxwarden_cache_bytes` gauge: the part of the growth that is the cache budget filling). Exits 1 on a problem or a hang, when a valid request fails afterwards, or when
 RSS grew more than --rss-budget MB from the --rss-at mark to the end (caches bounded by bytes level
 off; a leak keeps rising).
 """
@@ -81,6 +82,13 @@ def probe(proxy, directory: Path, done: int) -> None:
     print(f"  probe {n} (after {done} bodies): {directory / f'probe-{n}.txt'}", flush=True)
 
 
+def cached_mb(client: httpx.Client) -> float:
+    """What the proxy's byte-bounded caches hold now, by their own sizes (its `ctxwarden_cache_bytes`
+    gauge), in MB: the share of RSS that is the cache budget filling, not the heap."""
+    found = re.search(r"^ctxwarden_cache_bytes(?:\{[^}]*\})? (\S+)$", client.get("/metrics").text, re.MULTILINE)
+    return float(found.group(1)) / 2**20 if found else float("nan")
+
+
 def policy_failures(client: httpx.Client) -> dict[str, int]:
     text = client.get("/metrics").text
     return {m[0]: int(float(m[1])) for m in re.findall(r'ctxwarden_policy_failures_total\{[^}]*policy="([^"]+)"[^}]*\} (\S+)', text)}
@@ -139,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
             done = sum(map(len, took.values()))
             if done == args.rss_at:
                 rss["mark"] = settled_rss(proxy, args.settle)
+                rss["cached_mark"] = cached_mb(client)
             if args.rss_jumps:  # which bodies leave RSS higher: the body's API, big-field site and size
                 now = proxy.rss_mb()
                 if now - rss.get("last", now) >= args.rss_jumps:
@@ -148,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
                 rss["last"] = now
             if args.rss_every and done % args.rss_every == 0:  # the curve: caches level off, a leak keeps rising
                 marks[done] = settled_rss(proxy, args.settle)
-                print(f"  RSS after {done} bodies: {marks[done]:.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it)"
+                print(f"  RSS after {done} bodies: {marks[done]:.0f} MB at rest ({proxy.rss_mb():.0f} MB right after it); "
+                      f"caches hold {cached_mb(client):.0f} MB"
                       + (f" (Chroma server: {chroma.rss_mb():.0f} MB)" if chroma else ""), flush=True)
                 if args.probe:
                     probe(proxy, Path(args.probe), done)
@@ -177,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         # allocates while it counts
         sent = sum(map(len, took.values()))
         rss["end"] = marks[sent] if sent in marks else settled_rss(proxy, args.settle)
+        rss["cached_end"] = cached_mb(client)
         after = client.post("/v1/chat/completions", json=fuzz_bodies.VALID)
         failures = policy_failures(client)
     finally:
@@ -213,7 +224,8 @@ def report(args: argparse.Namespace, statuses: Counter, problems: list[str], too
     grew = rss.get("end", float("nan")) - rss.get("mark", rss.get("start", float("nan")))
     print(f"proxy RSS: {rss.get('start', float('nan')):.0f} MB after warm-up, {rss.get('mark', float('nan')):.0f} MB after "
           f"{args.rss_at} bodies, {rss.get('end', float('nan')):.0f} MB after {len(every)} "
-          f"({grew:+.0f} MB since {args.rss_at}; budget +{args.rss_budget:g})")
+          f"({grew:+.0f} MB since {args.rss_at}; budget +{args.rss_budget:g}); the caches' contents "
+          f"{rss.get('cached_mark', float('nan')):.0f} → {rss.get('cached_end', float('nan')):.0f} MB over the same bodies")
     print(f"policy failures (a policy raised; the request went on without it): {failures or 0}")
     for line in problems[:20]:
         print("  -", line)

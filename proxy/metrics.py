@@ -16,6 +16,7 @@ name (`gen_ai.client.operation.duration`) is shown with the unit suffix Promethe
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import re
 import threading
@@ -25,6 +26,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from .metrics_share import merge
+
+log = logging.getLogger("ctxwarden.metrics")
 
 Labels = tuple[tuple[str, Any], ...]
 Mirror = Callable[[str, str, float, dict[str, Any]], None]
@@ -86,6 +89,14 @@ class Metrics:
         self._keys: dict[tuple, tuple[str, Labels]] = {}
         # Other worker processes' snapshots, under `serve --workers N` (metrics_share.py): [(pid, points)].
         self.peers: Callable[[], list[tuple[str, list[dict[str, Any]]]]] | None = None
+        # Gauges of a state nothing records as it changes (the process's memory), set when read.
+        self._refreshers: list[Callable[[Metrics], None]] = []
+
+    def refresh_with(self, refresher: Callable[["Metrics"], None]) -> None:
+        """Call `refresher(self)` before every snapshot (each scrape of /metrics, each worker's share):
+        for gauges read from the process rather than recorded on the request path. One that raises is
+        logged and skipped, never a failed scrape."""
+        self._refreshers.append(refresher)
 
     def bound_labels(self, **rules: Callable[[Any], str]) -> None:
         """Map the values of these labels through a rule (e.g. unknown model names → "other") so no
@@ -152,6 +163,11 @@ class Metrics:
 
     def snapshot(self) -> list[dict[str, Any]]:
         """Every metric point now: [{name, kind, attributes, value | count/sum/bounds/buckets}]."""
+        for refresher in self._refreshers:
+            try:
+                refresher(self)
+            except Exception:  # a gauge that cannot be read stays at its last value
+                log.exception("metrics: a gauge could not be refreshed")
         with self._lock:
             counters, gauges = list(self._counters.items()), list(self._gauges.items())
             histograms = [(key, list(row)) for key, row in self._histograms.items()]
