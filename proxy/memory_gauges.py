@@ -33,14 +33,19 @@ def resident_bytes() -> int | None:
         return None
 
 
+def memory_figures(budget_bytes: int) -> dict[str, int | None]:
+    """The three figures now, for the dashboard: resident (None where unknown), cached, budget."""
+    return {"resident_bytes": resident_bytes(), "cache_bytes": cached_bytes(), "cache_budget_bytes": budget_bytes}
+
+
 def memory_gauges(budget_bytes: int):
     """A refresher for `Metrics.refresh_with` that sets the three gauges (resident only where known)."""
 
     def refresh(metrics: Metrics) -> None:
-        resident = resident_bytes()
-        if resident is not None:
-            metrics.gauge(RESIDENT, resident)
-        metrics.gauge(CACHED, cached_bytes())
+        figures = memory_figures(budget_bytes)
+        if figures["resident_bytes"] is not None:
+            metrics.gauge(RESIDENT, figures["resident_bytes"])
+        metrics.gauge(CACHED, figures["cache_bytes"])
         metrics.gauge(BUDGET, budget_bytes)
 
     return refresh

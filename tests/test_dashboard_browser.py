@@ -4,6 +4,7 @@ traffic, charts without console errors, and approving a quarantined answer from 
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import httpx
@@ -65,6 +66,7 @@ def test_requests_total_and_charts_render_without_console_errors(fake, start_pro
     for chart in ("requests-chart", "tokens-chart", "actions-chart", "poisoning-chart"):
         assert page.locator(f"[data-testid={chart}] svg polyline").count() >= 1, chart
     assert page.locator("#recent tr").count() == n
+    assert re.fullmatch(r"memory: [1-9]\d* MB · caches \d+ of 128 MB", page.get_by_test_id("memory").inner_text())
     client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "one more"}])
     sync_api.expect(page.locator("body")).to_have_attribute("data-live", "stream")
     sync_api.expect(page.get_by_test_id("requests-total")).to_have_text("8", timeout=5_000)  # streamed, ≤ 5 s

@@ -57,3 +57,12 @@ def test_metrics_show_the_resident_memory_and_what_the_caches_hold_within_their_
     after = gauges(proxy)
     assert after["ctxwarden_cache_bytes"] > before["ctxwarden_cache_bytes"]
     assert after["ctxwarden_cache_bytes"] <= after["ctxwarden_cache_budget_bytes"]
+
+
+def test_the_dashboards_figures_carry_the_same_memory(start_proxy, monkeypatch):
+    monkeypatch.setenv("CTXWARDEN_ADMIN_KEY", "mem-key")
+    proxy = start_proxy({"server": {"cache_mb": 40}, "policies": policies_off()})
+    memory = httpx.get(f"{proxy.url}/admin/stats", headers={"authorization": "Bearer mem-key"}, timeout=30).json()["memory"]
+    assert memory["cache_budget_bytes"] == 40 * 2**20
+    assert abs(memory["resident_bytes"] - vm_rss()) < 0.2 * vm_rss()
+    assert 0 <= memory["cache_bytes"] <= memory["cache_budget_bytes"]

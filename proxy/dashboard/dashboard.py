@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from ..config import Settings
+from ..memory_gauges import memory_figures
 from ..models import ModelInfo
 from . import auth, live
 from .collector import Collector
@@ -201,6 +202,7 @@ class Dashboard:
         data["quarantine"] = await self._quarantine(poisoning)
         data["recent"] = self.collector.recent_requests()
         data["client_keys"] = await self._client_keys()
+        data["memory"] = memory_figures(int(self.settings.server.cache_mb * 2**20))  # this process's, not the replicas'
         data["show_content"] = self.settings.dashboard.show_content
         data["generated_at"] = round(time.time(), 3)
         return data

@@ -49,8 +49,13 @@ class Flushes:
                 pass
 
 
+# Read afresh each time the figures are built: they alone are not a change worth an event (RSS moves
+# by pages between two ticks); each event carries them as they are when it is sent.
+_READINGS = {"generated_at": None, "memory": None}
+
+
 def _same(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
-    return a is not None and {**a, "generated_at": None} == {**b, "generated_at": None}
+    return a is not None and {**a, **_READINGS} == {**b, **_READINGS}
 
 
 async def events(figures: Callable[[], Awaitable[dict[str, Any]]], flushes: Flushes,

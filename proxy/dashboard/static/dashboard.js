@@ -90,6 +90,9 @@
     const breaker = $("breaker");
     breaker.textContent = `breaker: ${s.breaker}`;
     breaker.className = `badge ${s.breaker}`;
+    const m = s.memory || {}, mb = (b) => Math.round(b / 1048576);
+    $("memory").textContent = `memory: ${m.resident_bytes == null ? "?" : `${mb(m.resident_bytes)} MB`}` +
+      (m.cache_bytes == null ? "" : ` · caches ${mb(m.cache_bytes)} of ${mb(m.cache_budget_bytes)} MB`);
     const alert = $("alert");
     alert.hidden = !p.alert;
     alert.textContent = p.alert ? `Poisoning alert: ${pct(p.blocked_rate)} of checked answers were blocked (alert rate ${pct(p.alert_rate)}).` : "";
