@@ -48,6 +48,10 @@ def render(stats: dict[str, Any], window: str, url: str) -> str:
         f"  clashes         {stats.get('clashes', {}).get('total', 0):>10,.0f}   loops stopped {stats.get('loops', {}).get('stopped', 0):,.0f}",
         f"  quarantine      {len(stats.get('quarantine', {}).get('pending', [])):>10} pending",
     ]
+    memory = stats.get("memory") or {}
+    if memory.get("resident_bytes") is not None:  # the answering process's, as the dashboard's badge
+        lines.append(f"  memory          {memory['resident_bytes'] / 2**20:>10,.0f} MB resident   caches "
+                     f"{memory.get('cache_bytes', 0) / 2**20:,.0f} of {memory.get('cache_budget_bytes', 0) / 2**20:,.0f} MB")
     for title, table in (("by model", requests.get("by_model", {})), ("by tenant", requests.get("by_tenant", {})),
                          ("actions", stats.get("actions", {}).get("total", {}))):
         if table:

@@ -29,6 +29,8 @@ def test_stats_prints_the_servers_figures(start_proxy, tmp_path, monkeypatch):
     lines = {line.split()[0]: line for line in run.stdout.splitlines()[1:] if line.strip()}
     assert lines["requests"].split()[1] == f"{expected['requests']['total']:,.0f}" == "3"
     assert "gpt-4o 3" in run.stdout and "breaker: closed" in run.stdout
+    resident, _, caches = lines["memory"].partition(" MB resident   caches ")
+    assert int(resident.split()[1].replace(",", "")) > 10 and caches.endswith(" of 128 MB")
 
 
 def test_stats_without_the_key_or_the_server_says_so(tmp_path, monkeypatch):
