@@ -86,6 +86,12 @@ def cache_scale() -> float:
     return _budget["scale"]
 
 
+def cache_budget_bytes() -> int:
+    """What the byte-bounded caches' bounds add up to now: the budget `set_cache_budget` was given, or
+    their own bounds' sum when it was given none."""
+    return round(_budget["scale"] * NOMINAL_CACHE_BYTES)
+
+
 def cached_bytes() -> int:
     """What the byte-bounded LRUs hold now, by their own sizes (the `cache_short` memos aside)."""
     return sum(cache.bytes for cache in list(_bounded))

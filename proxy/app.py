@@ -29,7 +29,7 @@ from .keys.gate import KeyGate
 from .genai import usage_of
 from .keys.middleware import ClientKeys, charge_of
 from .keys.relayed import charge_relayed, check_relayed
-from .memory_gauges import memory_gauges
+from .memory_gauges import refresh_memory_gauges
 from .memory_trim import HeapTrim, no_huge_page_advice
 from .messages_api import MessagesHandler
 from .metrics_share import from_environment
@@ -63,7 +63,7 @@ def create_app(
               "gen_ai.response.model": models.metric_label}
     telemetry.metrics.bound_labels(**labels)
     set_cache_budget(int(settings.server.cache_mb * 2**20))  # before the policies make their caches
-    telemetry.metrics.refresh_with(memory_gauges(int(settings.server.cache_mb * 2**20)))
+    telemetry.metrics.refresh_with(refresh_memory_gauges)
     services = build_services(settings, telemetry, upstream, models)
     pipeline = Pipeline(settings, services, telemetry)
     pipeline.listeners.append(HeapTrim().after)  # big bodies leave freed pages in the heap: give them back

@@ -8,16 +8,15 @@ gauges tell those apart from a leak: resident memory that rises while the caches
 allocator's, resident memory that follows the caches is the budget's (lower `server.cache_mb`).
 
 Read when /metrics is scraped (`Metrics.refresh_with`), never on the request path: summing the caches'
-counters takes a few microseconds, reading /proc/self/statm a few more.
+counters takes a few microseconds, reading /proc/self/status a few more.
 """
 
 from __future__ import annotations
 
-import os
-
-from ctxwarden.policies.cache import cached_bytes
+from ctxwarden.policies.cache import cache_budget_bytes, cached_bytes
 
 from .metrics import Metrics
+from .processes import resident_kb
 
 RESIDENT = "ctxwarden.process.resident_bytes"
 CACHED = "ctxwarden.cache.bytes"
@@ -25,27 +24,23 @@ BUDGET = "ctxwarden.cache.budget_bytes"
 
 
 def resident_bytes() -> int | None:
-    """This process's resident set in bytes (Linux's /proc), None where there is no /proc."""
+    """This process's resident set in bytes, None where there is no /proc to read it from."""
     try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        kb = resident_kb("self")
+    except OSError:
         return None
+    return None if kb is None else kb * 1024
 
 
-def memory_figures(budget_bytes: int) -> dict[str, int | None]:
+def memory_figures() -> dict[str, int | None]:
     """The three figures now, for the dashboard: resident (None where unknown), cached, budget."""
-    return {"resident_bytes": resident_bytes(), "cache_bytes": cached_bytes(), "cache_budget_bytes": budget_bytes}
+    return {"resident_bytes": resident_bytes(), "cache_bytes": cached_bytes(), "cache_budget_bytes": cache_budget_bytes()}
 
 
-def memory_gauges(budget_bytes: int):
-    """A refresher for `Metrics.refresh_with` that sets the three gauges (resident only where known)."""
-
-    def refresh(metrics: Metrics) -> None:
-        figures = memory_figures(budget_bytes)
-        if figures["resident_bytes"] is not None:
-            metrics.gauge(RESIDENT, figures["resident_bytes"])
-        metrics.gauge(CACHED, figures["cache_bytes"])
-        metrics.gauge(BUDGET, budget_bytes)
-
-    return refresh
+def refresh_memory_gauges(metrics: Metrics) -> None:
+    """For `Metrics.refresh_with`: set the three gauges (resident only where known)."""
+    figures = memory_figures()
+    if figures["resident_bytes"] is not None:
+        metrics.gauge(RESIDENT, figures["resident_bytes"])
+    metrics.gauge(CACHED, figures["cache_bytes"])
+    metrics.gauge(BUDGET, figures["cache_budget_bytes"])

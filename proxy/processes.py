@@ -91,10 +91,17 @@ def http_ready(path: str) -> Callable[[Process], bool]:
 
 
 def rss_mb(pid: int) -> float:
+    kb = resident_kb(pid)
+    return float("nan") if kb is None else kb / 1024
+
+
+def resident_kb(pid: int | str) -> int | None:
+    """A process's resident set (VmRSS, Linux) in kB; `pid` "self" is this one. None when the kernel
+    shows none (a zombie); OSError when there is no such process or no /proc."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+            return int(line.split()[1])
+    return None
 
 
 def redis_command() -> str | None:

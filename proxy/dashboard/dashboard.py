@@ -202,7 +202,7 @@ class Dashboard:
         data["quarantine"] = await self._quarantine(poisoning)
         data["recent"] = self.collector.recent_requests()
         data["client_keys"] = await self._client_keys()
-        data["memory"] = memory_figures(int(self.settings.server.cache_mb * 2**20))  # this process's, not the replicas'
+        data["memory"] = memory_figures()  # this process's, not the replicas'
         data["show_content"] = self.settings.dashboard.show_content
         data["generated_at"] = round(time.time(), 3)
         return data
